@@ -1,0 +1,58 @@
+/**
+ * Credentials of a REST request (SPEC "Authentication"): `X-SvcAPI-Key`, HTTP Basic with the key
+ * as username, `X-SvcAPI-Auth` with a session id, or the `SvcAPI` cookie. The core checks them.
+ */
+import type { Next } from 'koa';
+import { GatewayError, type Core } from '../../src/core/index.ts';
+import type { RestContext } from './http.ts';
+
+/** SESSION_COOKIE is the earlier form's session cookie. */
+export const SESSION_COOKIE = 'SvcAPI';
+
+function basicUsername(ctx: RestContext): string | undefined {
+  const auth = ctx.get('Authorization');
+  const m = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(auth);
+  if (!m) return undefined;
+  const decoded = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon < 0 ? decoded : decoded.slice(0, colon);
+}
+
+/** authenticate admits the request through the core or answers 401; it leaves the Principal on ctx.state. */
+export function authenticate(core: Core) {
+  return async (ctx: RestContext, next: Next): Promise<void> => {
+    const ip = ctx.request.ip;
+    if (ctx.state.legacy) {
+      // The earlier form takes HTTP Basic with a site-wide key only (SPEC "Versioning").
+      const key = basicUsername(ctx);
+      if (!key)
+        throw new GatewayError(
+          'not-authenticated/authentication-required',
+          'Send a site-wide API key by HTTP Basic authentication',
+        );
+      const p = await core.authenticateApiKey(key, 'restapi', ip);
+      if (p.user)
+        throw new GatewayError(
+          'not-authorized/must-authenticate-with-api-key',
+          'The legacy API takes a site-wide API key only',
+        );
+      ctx.state.principal = p;
+      return next();
+    }
+    const key = ctx.get('X-SvcAPI-Key') || basicUsername(ctx);
+    if (key) {
+      ctx.state.principal = await core.authenticateApiKey(key, 'restapi', ip);
+      return next();
+    }
+    const session = ctx.get('X-SvcAPI-Auth') || ctx.cookies.get(SESSION_COOKIE);
+    if (session) {
+      ctx.state.principal = await core.sessions.authenticate(session, 'restapi', ip);
+      ctx.state.sessionId = session;
+      return next();
+    }
+    throw new GatewayError(
+      'not-authenticated/authentication-required',
+      'Send an API key (X-SvcAPI-Key) or a session (X-SvcAPI-Auth)',
+    );
+  };
+}

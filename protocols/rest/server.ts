@@ -1,0 +1,190 @@
+/**
+ * The REST front end: a Koa app over HTTPS serving SPEC's API at /api/rest/v1, the earlier form
+ * of the API (XML, site-wide key) without the prefix, and GET /healthz. `buildApp` makes the app
+ * without a socket (tests, other listeners); `restFrontEnd` listens.
+ */
+import { randomUUID } from 'node:crypto';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import Koa from 'koa';
+import { Router, type RouterMiddleware } from '@koa/router';
+import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
+import { authenticate } from './auth.ts';
+import { errorObject, statusOf } from './errors.ts';
+import { negotiate, toJson, toXml } from './format.ts';
+import type { RestContext, RestRouter, RestState } from './http.ts';
+import { apiKeyRoutes } from './routes/api_keys.ts';
+import { groupRoutes } from './routes/groups.ts';
+import { notificationRoutes } from './routes/notifications.ts';
+import { permissionRoutes } from './routes/permissions.ts';
+import { sessionRoutes } from './routes/sessions.ts';
+import { userRoutes } from './routes/users.ts';
+
+/** API_PREFIX is where SPEC's versioned API lives. */
+export const API_PREFIX = '/api/rest/v1';
+
+// On /files and /folders an extension is part of the file name (SPEC), never a format.
+const fileTree = /^\/(files|folders)(\/|$)/;
+
+function accountRoutes(router: RestRouter, core: Core): void {
+  userRoutes(router, core);
+  groupRoutes(router, core);
+  permissionRoutes(router, core);
+  notificationRoutes(router, core);
+  apiKeyRoutes(router, core);
+}
+
+/** toGatewayError turns the errors Koa and its middleware raise into SPEC types; null for bugs. */
+function toGatewayError(err: unknown): GatewayError | null {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof URIError)
+    return new GatewayError('bad-request/invalid-path', 'The path is not valid percent-encoded UTF-8');
+  const status = (err as { status?: number }).status;
+  if (status === 405)
+    return new GatewayError('bad-request/method-not-allowed', 'This method is not allowed on this resource');
+  if (status === 501)
+    return new GatewayError('bad-request/method-not-allowed', 'This method is not implemented');
+  if (status && status >= 400 && status < 500)
+    return new GatewayError('bad-request/request-params-invalid', (err as Error).message);
+  return null;
+}
+
+/** buildApp makes the Koa app of the REST front end. */
+export function buildApp(core: Core): Koa<RestState> {
+  const app = new Koa<RestState>();
+  const log = core.log.child({ interface: 'restapi' });
+
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      let gatewayError = toGatewayError(err);
+      const instance = randomUUID();
+      if (!gatewayError) {
+        // A bug: logged once here with the id the client also gets; no details leave the server.
+        log.error('unexpected error', {
+          instance,
+          method: ctx.method,
+          path: ctx.path,
+          error: (err as Error).stack ?? String(err),
+        });
+        ctx.status = 500;
+        const body = {
+          error: 'Internal server error',
+          'http-code': 500,
+          instance,
+          title: 'Internal Server Error',
+          type: 'internal-server-error',
+        };
+        ctx.type =
+          ctx.state.format === 'xml' ? 'application/xml; charset=utf-8' : 'application/json; charset=utf-8';
+        ctx.body = ctx.state.format === 'xml' ? toXml(body, 'error') : toJson(body);
+        return;
+      }
+      ctx.status = statusOf(gatewayError);
+      if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
+      const body = errorObject(gatewayError, instance);
+      ctx.type =
+        ctx.state.format === 'xml' ? 'application/xml; charset=utf-8' : 'application/json; charset=utf-8';
+      ctx.body = ctx.state.format === 'xml' ? toXml(body, 'error') : toJson(body);
+      gatewayError = null;
+    }
+  });
+
+  app.use(async (ctx, next) => {
+    if (ctx.path === '/healthz') {
+      ctx.body = { status: 'ok' };
+      return;
+    }
+    const versioned = ctx.path === API_PREFIX || ctx.path.startsWith(`${API_PREFIX}/`);
+    ctx.state.legacy = !versioned;
+    ctx.state.format = 'json';
+    const rest = versioned ? ctx.path.slice(API_PREFIX.length) : ctx.path;
+    if (fileTree.test(rest)) {
+      const chosen = ctx.accepts('application/json', 'application/xml', 'text/xml');
+      if (chosen === false)
+        throw new GatewayError(
+          'bad-request/unsupported-http-response-format',
+          'Accept application/json or application/xml',
+        );
+      ctx.state.format = chosen === 'application/json' ? 'json' : 'xml';
+    } else {
+      const { format, path } = negotiate(ctx.path, (...types) => ctx.accepts(...types));
+      if (ctx.state.legacy) {
+        // The earlier form speaks XML only.
+        ctx.state.format = 'xml';
+        if (/\.json$/i.test(ctx.path))
+          throw new GatewayError(
+            'bad-request/unsupported-http-response-format',
+            'The legacy API answers in XML only',
+          );
+      } else {
+        if (format === null) {
+          throw new GatewayError(
+            'bad-request/unsupported-http-response-format',
+            'Accept application/json or application/xml',
+          );
+        }
+        ctx.state.format = format;
+      }
+      ctx.path = path;
+    }
+    await next();
+    if (ctx.status === 404 && ctx.body === undefined) {
+      throw new GatewayError('not-found/resource-not-found', `No such resource: ${ctx.method} ${ctx.path}`);
+    }
+  });
+
+  const mount = (prefix: string, withSessions: boolean) => {
+    if (withSessions) {
+      const open = new Router<RestState>({ prefix });
+      sessionRoutes(open, core);
+      app.use(open.routes()).use(open.allowedMethods({ throw: true }));
+    }
+    const guarded = new Router<RestState>({ prefix });
+    guarded.use(authenticate(core) as RouterMiddleware<RestState>);
+    accountRoutes(guarded, core);
+    app.use(guarded.routes()).use(guarded.allowedMethods({ throw: true }));
+  };
+  mount(API_PREFIX, true);
+  mount('', false);
+  return app;
+}
+
+/** restFrontEnd serves the REST API over HTTPS. */
+export function restFrontEnd(): FrontEnd {
+  let server: https.Server | null = null;
+  return {
+    name: 'https',
+    async start(core, opts) {
+      const app = buildApp(core);
+      server = https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, app.callback() as never);
+      // Keep-alive longer than common load balancers' idle timeouts, so they close first.
+      server.keepAliveTimeout = 65_000;
+      server.headersTimeout = 70_000;
+      server.requestTimeout = 300_000;
+      const s = server;
+      await new Promise<void>((resolve, reject) => {
+        s.once('error', reject);
+        s.listen(opts.port, opts.host, () => {
+          s.off('error', reject);
+          resolve();
+        });
+      });
+      return { port: (s.address() as AddressInfo).port };
+    },
+    async stop() {
+      const s = server;
+      if (!s) return;
+      server = null;
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve());
+        s.closeIdleConnections();
+        // Requests still running get a moment to finish before their sockets are cut.
+        setTimeout(() => s.closeAllConnections(), 5_000).unref();
+      });
+    },
+  };
+}
+
+export type { RestContext };

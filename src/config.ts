@@ -1,0 +1,205 @@
+import { readFileSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import ipaddr from 'ipaddr.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+/** DEFAULT_CONFIG_FILE is the documented defaults file shipped with the gateway. */
+export const DEFAULT_CONFIG_FILE = path.resolve(here, '../config/default.yaml');
+
+/** ConfigError stops the start: its message names the setting and what it accepts. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+// A port is 0..65535 (0 picks a free port, for tests) or `off`, which disables the listener.
+const port = z
+  .union([z.literal('off'), z.coerce.number().int().min(0).max(65535)], {
+    error: 'a port number from 0 to 65535, or off',
+  })
+  .transform((v) => (v === 'off' ? null : v));
+
+const boolish = z.union(
+  [
+    z.boolean(),
+    z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => ['true', '1', 'yes'].includes(v)),
+  ],
+  { error: 'true or false' },
+);
+
+const ipOrCidr = z.string().refine(
+  (v) => {
+    try {
+      if (v.includes('/')) ipaddr.parseCIDR(v);
+      else ipaddr.parse(v);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { message: 'an IPv4 or IPv6 address or CIDR range' },
+);
+
+const positiveInt = z.coerce.number().int().positive();
+
+const schema = z.object({
+  data_dir: z.string().min(1),
+  database: z.object({
+    url: z
+      .string()
+      .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), {
+        message: 'empty (SQLite) or postgres://…',
+      }),
+    pool_size: positiveInt,
+    sqlite_busy_timeout_ms: positiveInt,
+  }),
+  storage: z.object({
+    kind: z.enum(['local', 's3']),
+    s3: z.object({
+      bucket: z.string(),
+      endpoint: z.string(),
+      region: z.string(),
+      force_path_style: boolish,
+    }),
+  }),
+  bind: z.string().refine((v) => ipaddr.isValid(v), { message: 'an IP address' }),
+  ports: z.object({
+    https: port,
+    webdav: port,
+    ftp: port,
+    ftps: port,
+    sftp: port,
+    ftp_pasv: z
+      .string()
+      .regex(/^\d+-\d+$/, { message: 'a range first-last, such as 30000-30099' })
+      .transform((v) => {
+        const [first, last] = v.split('-').map(Number) as [number, number];
+        return { first, last };
+      })
+      .refine((r) => r.first > 0 && r.first <= r.last && r.last <= 65535, {
+        message: 'a range first-last with 0 < first <= last <= 65535',
+      }),
+  }),
+  public_url: z
+    .string()
+    .refine((v) => v === '' || /^https?:\/\/[^/]+/.test(v), { message: 'an http(s) URL' }),
+  admin: z.object({
+    username: z.string().min(1).max(50),
+    password: z.string(),
+  }),
+  tls: z.object({ cert: z.string(), key: z.string() }),
+  secret: z.string(),
+  log_level: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']),
+  site: z.object({ allowed_ips: z.array(ipOrCidr) }),
+  accounts: z.object({ bcrypt_rounds: z.coerce.number().int().min(4).max(15) }),
+  sessions: z.object({ idle_timeout_minutes: positiveInt, reauthentication_attempts: positiveInt }),
+  lockout: z.object({
+    max_failures: positiveInt,
+    window_minutes: positiveInt,
+    duration_minutes: positiveInt,
+    ip_max_failures: positiveInt,
+    ip_window_minutes: positiveInt,
+  }),
+  api: z.object({ max_body_bytes: positiveInt }),
+});
+
+/** Config is the validated, typed settings object every part of the gateway reads. */
+export type Config = z.infer<typeof schema>;
+type Raw = Record<string, unknown>;
+
+// Each SVC_* variable of DESIGN.md's runtime contract and the key it sets.
+const envKeys: Record<string, string> = {
+  SVC_DATA_DIR: 'data_dir',
+  SVC_DATABASE_URL: 'database.url',
+  SVC_STORAGE: 'storage.kind',
+  SVC_S3_BUCKET: 'storage.s3.bucket',
+  SVC_S3_ENDPOINT: 'storage.s3.endpoint',
+  SVC_S3_REGION: 'storage.s3.region',
+  SVC_S3_FORCE_PATH_STYLE: 'storage.s3.force_path_style',
+  SVC_BIND: 'bind',
+  SVC_HTTPS_PORT: 'ports.https',
+  SVC_WEBDAV_PORT: 'ports.webdav',
+  SVC_FTP_PORT: 'ports.ftp',
+  SVC_FTPS_PORT: 'ports.ftps',
+  SVC_FTP_PASV_PORTS: 'ports.ftp_pasv',
+  SVC_SFTP_PORT: 'ports.sftp',
+  SVC_PUBLIC_URL: 'public_url',
+  SVC_ADMIN_USERNAME: 'admin.username',
+  SVC_ADMIN_PASSWORD: 'admin.password',
+  SVC_TLS_CERT: 'tls.cert',
+  SVC_TLS_KEY: 'tls.key',
+  SVC_SECRET: 'secret',
+  SVC_LOG_LEVEL: 'log_level',
+  SVC_SITE_ALLOWED_IPS: 'site.allowed_ips',
+};
+
+function setPath(target: Raw, dotted: string, value: unknown): void {
+  const keys = dotted.split('.');
+  let node = target;
+  for (const key of keys.slice(0, -1)) {
+    if (typeof node[key] !== 'object' || node[key] === null) node[key] = {};
+    node = node[key] as Raw;
+  }
+  node[keys[keys.length - 1]!] = value;
+}
+
+function merge(base: Raw, over: Raw): Raw {
+  const out: Raw = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] =
+      v && typeof v === 'object' && !Array.isArray(v) && b && typeof b === 'object' && !Array.isArray(b)
+        ? merge(b as Raw, v as Raw)
+        : v;
+  }
+  return out;
+}
+
+function readYaml(file: string): Raw {
+  try {
+    const doc: unknown = parseYaml(readFileSync(file, 'utf8'));
+    if (doc === null || doc === undefined) return {};
+    if (typeof doc !== 'object' || Array.isArray(doc)) throw new Error('the top level must be a mapping');
+    return doc as Raw;
+  } catch (err) {
+    throw new ConfigError(`config file ${file}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * loadConfig reads config/default.yaml, then the file named by SVC_CONFIG (if any), then the
+ * SVC_* environment variables, then `overrides` (tests), and validates the result.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Raw = {}): Config {
+  let raw = readYaml(DEFAULT_CONFIG_FILE);
+  if (env.SVC_CONFIG) {
+    if (!existsSync(env.SVC_CONFIG))
+      throw new ConfigError(`SVC_CONFIG: file ${env.SVC_CONFIG} does not exist`);
+    raw = merge(raw, readYaml(env.SVC_CONFIG));
+  }
+  const fromEnv: Raw = {};
+  for (const [name, key] of Object.entries(envKeys)) {
+    const value = env[name];
+    if (value === undefined) continue;
+    // A list setting in the environment is comma- or newline-separated.
+    setPath(fromEnv, key, key === 'site.allowed_ips' ? value.split(/[\s,]+/).filter(Boolean) : value);
+  }
+  raw = merge(merge(raw, fromEnv), overrides);
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => {
+      const key = issue.path.join('.');
+      const envName = Object.entries(envKeys).find(([, k]) => k === key)?.[0];
+      return `setting ${key}${envName ? ` (${envName})` : ''}: ${issue.message}`;
+    });
+    throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
+  }
+  const config = parsed.data;
+  config.data_dir = path.resolve(config.data_dir);
+  return config;
+}

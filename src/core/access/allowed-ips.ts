@@ -1,0 +1,68 @@
+/**
+ * allowed_ips lists (SPEC User.allowed_ips and the site's list): one address or CIDR range per
+ * line; blank allows all. Matching uses ipaddr.js, the parser Express's proxy-addr relies on,
+ * rather than hand-written CIDR arithmetic; IPv4-mapped IPv6 clients (::ffff:a.b.c.d, as Node
+ * reports them on dual-stack sockets) are compared as IPv4.
+ */
+import ipaddr from 'ipaddr.js';
+
+type Range = [ipaddr.IPv4 | ipaddr.IPv6, number];
+
+/** parseAllowedIps splits a list into entries, reporting the ones that are not an address or range. */
+export function parseAllowedIps(text: string | readonly string[]): { ranges: Range[]; invalid: string[] } {
+  const entries = (typeof text === 'string' ? text.split(/[\r\n,]+/) : text)
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const ranges: Range[] = [];
+  const invalid: string[] = [];
+  for (const entry of entries) {
+    try {
+      if (entry.includes('/')) {
+        const [addr, bits] = ipaddr.parseCIDR(entry);
+        ranges.push([
+          normalize(addr),
+          addr.kind() === 'ipv6' && normalize(addr).kind() === 'ipv4' ? bits - 96 : bits,
+        ]);
+      } else {
+        const addr = normalize(ipaddr.parse(entry));
+        ranges.push([addr, addr.kind() === 'ipv4' ? 32 : 128]);
+      }
+    } catch {
+      invalid.push(entry);
+    }
+  }
+  return { ranges, invalid };
+}
+
+function normalize(addr: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
+  return addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()
+    ? (addr as ipaddr.IPv6).toIPv4Address()
+    : addr;
+}
+
+/** isBlank tells whether a list allows every address (no entries at all). */
+export function isBlank(text: string | readonly string[]): boolean {
+  return parseAllowedIps(text).ranges.length === 0 && parseAllowedIps(text).invalid.length === 0;
+}
+
+/** ipInList tells whether the client IP falls in one of the list's entries. */
+export function ipInList(ip: string, text: string | readonly string[]): boolean {
+  let client: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    client = normalize(ipaddr.parse(ip));
+  } catch {
+    return false;
+  }
+  return parseAllowedIps(text).ranges.some(
+    ([range, bits]) => range.kind() === client.kind() && client.match(range as never, bits),
+  );
+}
+
+/**
+ * ipAllowed applies DESIGN.md's login rule: a match in either the user's or the site's list
+ * allows; both lists blank allow everyone.
+ */
+export function ipAllowed(ip: string, userList: string, siteList: readonly string[]): boolean {
+  if (isBlank(userList) && isBlank(siteList)) return true;
+  return ipInList(ip, userList) || ipInList(ip, siteList);
+}

@@ -1,0 +1,185 @@
+/**
+ * Permission rows (SPEC "Permission", "Permissions"): one user or one group, one folder, one level.
+ * Site admins manage all; Folder Admins (`admin` level) manage those inside their folder; anyone
+ * may list their own.
+ */
+import { In, IsNull, type EntityManager, type FindOptionsWhere } from 'typeorm';
+import { z } from 'zod';
+import {
+  GroupEntity,
+  PermissionEntity,
+  UserEntity,
+  type PermissionLevel,
+  type PermissionRow,
+} from '../../db/entities.ts';
+import { recordAction } from '../actions/record.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError, modelSaveError } from '../errors.ts';
+import type { Page, PageRequest } from '../pagination.ts';
+import { normalizeFolderPath } from '../paths.ts';
+import { isSiteAdmin, type Principal } from '../principal.ts';
+import { int, parseFields, text } from '../validation.ts';
+import { requireFullKey } from './guards.ts';
+import { groupIdsOf, requireCapability } from './rights.ts';
+
+/** Permission is a permission row as the API shows it. */
+export interface Permission {
+  id: number;
+  path: string;
+  permission: PermissionLevel;
+  user_id: number | null;
+  username: string | null;
+  group_id: number | null;
+  group_name: string | null;
+}
+
+const levels = ['full', 'readonly', 'writeonly', 'previewonly', 'admin'] as const;
+
+/** folderPath validates SPEC's permission/notification path (max 5000, no leading or trailing slash needed). */
+export const folderPath = text(5000).transform((v, c) => {
+  const r = normalizeFolderPath(v, 5000);
+  if ('problem' in r) {
+    c.addIssue({ code: 'custom', message: r.problem });
+    return z.NEVER;
+  }
+  return r.path;
+});
+
+const createSchema = z.object({
+  path: folderPath,
+  permission: z.enum(levels, { error: `must be one of ${levels.join(', ')}` }),
+  user_id: int.nullable().optional(),
+  username: text(50).optional(),
+  group_id: int.nullable().optional(),
+});
+
+const filterSchema = z.object({
+  path: folderPath.optional(),
+  user_id: int.optional(),
+  group_id: int.optional(),
+});
+
+/** Permissions manages permission rows. */
+export class Permissions {
+  constructor(private readonly ctx: CoreContext) {}
+
+  /** list shows every row to site admins, and to others their own and their groups' rows. */
+  async list(p: Principal, req: PageRequest & { filter?: unknown }): Promise<Page<Permission>> {
+    requireFullKey(p);
+    const filter = parseFields(filterSchema, req.filter ?? {});
+    const w = this.ctx.paginator.window('permissions', req);
+    const rows = await this.ctx.db.read(async (em) => {
+      const base: FindOptionsWhere<PermissionRow> = {};
+      if (filter.path !== undefined) base.path = filter.path;
+      if (filter.user_id !== undefined) base.user_id = filter.user_id;
+      if (filter.group_id !== undefined) base.group_id = filter.group_id;
+      let where: FindOptionsWhere<PermissionRow>[] = [base];
+      if (!isSiteAdmin(p)) {
+        const me = p.user!.id;
+        const groups = await groupIdsOf(em, me);
+        where = [{ ...base, user_id: me }, ...(groups.length ? [{ ...base, group_id: In(groups) }] : [])];
+      }
+      const found = await em.find(PermissionEntity, {
+        where,
+        order: { id: 'ASC' },
+        skip: w.offset,
+        take: w.perPage + 1,
+      });
+      return this.views(em, found);
+    });
+    return this.ctx.paginator.page(w, rows);
+  }
+
+  /** create grants a level to a user (by id or username) or a group, never both. */
+  async create(p: Principal, input: unknown): Promise<Permission> {
+    requireFullKey(p);
+    const data = parseFields(createSchema, input);
+    return this.ctx.db.work(async (em) => {
+      await requireCapability(em, p, 'admin', data.path);
+      let userId = data.user_id ?? null;
+      const groupId = data.group_id ?? null;
+      if (userId === null && data.username) {
+        const user = await em.findOneBy(UserEntity, { username_key: data.username.toLowerCase() });
+        if (!user) throw modelSaveError({ username: ['does not name an existing user'] });
+        userId = user.id;
+      }
+      if (userId !== null && groupId !== null)
+        throw modelSaveError({ base: ['user_id and group_id cannot both be set'] });
+      if (userId === null && groupId === null)
+        throw modelSaveError({ base: ['one of user_id, username or group_id is required'] });
+      if (userId !== null && !(await em.existsBy(UserEntity, { id: userId }))) {
+        throw modelSaveError({ user_id: ['does not name an existing user'] });
+      }
+      if (groupId !== null && !(await em.existsBy(GroupEntity, { id: groupId }))) {
+        throw modelSaveError({ group_id: ['does not name an existing group'] });
+      }
+      const same = await em.findOneBy(PermissionEntity, {
+        path: data.path,
+        permission: data.permission,
+        user_id: userId ?? IsNull(),
+        group_id: groupId ?? IsNull(),
+      });
+      if (same) throw modelSaveError({ permission: ['already exists for this path and user or group'] });
+      const row = await em.save(
+        PermissionEntity,
+        em.create(PermissionEntity, {
+          path: data.path,
+          permission: data.permission,
+          user_id: userId,
+          group_id: groupId,
+          created_at: new Date(),
+        }),
+      );
+      await recordAction(em, p, {
+        action: 'permission_create',
+        path: row.path,
+        display: `Granted ${row.permission} on /${row.path}`,
+        targets: [
+          { type: 'permission', id: row.id, permission: row.permission, user_id: userId, group_id: groupId },
+        ],
+      });
+      return (await this.views(em, [row]))[0]!;
+    });
+  }
+
+  /** remove deletes a row; Folder Admins may delete rows inside their folder. */
+  async remove(p: Principal, id: number): Promise<void> {
+    requireFullKey(p);
+    await this.ctx.db.work(async (em) => {
+      const row = await em.findOneBy(PermissionEntity, { id });
+      if (!row) throw new GatewayError('not-found/permission-not-found', `Permission ${id} not found`);
+      await requireCapability(em, p, 'admin', row.path);
+      await em.delete(PermissionEntity, { id });
+      await recordAction(em, p, {
+        action: 'permission_destroy',
+        path: row.path,
+        display: `Revoked ${row.permission} on /${row.path}`,
+        targets: [
+          {
+            type: 'permission',
+            id: row.id,
+            permission: row.permission,
+            user_id: row.user_id,
+            group_id: row.group_id,
+          },
+        ],
+      });
+    });
+  }
+
+  private async views(em: EntityManager, rows: PermissionRow[]): Promise<Permission[]> {
+    const userIds = [...new Set(rows.map((r) => r.user_id).filter((v): v is number => v !== null))];
+    const groupIds = [...new Set(rows.map((r) => r.group_id).filter((v): v is number => v !== null))];
+    const users = userIds.length ? await em.findBy(UserEntity, { id: In(userIds) }) : [];
+    const groups = groupIds.length ? await em.findBy(GroupEntity, { id: In(groupIds) }) : [];
+    return rows.map((r) => ({
+      id: r.id,
+      path: r.path,
+      permission: r.permission,
+      user_id: r.user_id,
+      username: users.find((u) => u.id === r.user_id)?.username ?? null,
+      group_id: r.group_id,
+      group_name: groups.find((g) => g.id === r.group_id)?.name ?? null,
+    }));
+  }
+}

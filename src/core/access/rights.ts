@@ -1,0 +1,67 @@
+/**
+ * Permission evaluation (DESIGN.md "Permissions"): a permission on a folder applies to it and
+ * everything below; a user's rights on a path are the union of their own and their groups'
+ * permissions on the path and its ancestors. Site admins and site-wide keys pass every check.
+ */
+import { In, IsNull, type EntityManager } from 'typeorm';
+import { MembershipEntity, PermissionEntity, type PermissionLevel } from '../../db/entities.ts';
+import { GatewayError, type ErrorType } from '../errors.ts';
+import { ancestorsOf } from '../paths.ts';
+import { isSiteAdmin, type Principal } from '../principal.ts';
+
+/** Capability is one thing a user may do on a path. */
+export type Capability = 'list' | 'read' | 'write' | 'delete' | 'admin';
+
+/** levelCapabilities says what each permission level allows. */
+export const levelCapabilities: Record<PermissionLevel, readonly Capability[]> = {
+  full: ['list', 'read', 'write', 'delete'],
+  admin: ['list', 'read', 'write', 'delete', 'admin'],
+  readonly: ['list', 'read'],
+  writeonly: ['write'],
+  previewonly: ['list'],
+};
+
+const ALL: readonly Capability[] = ['list', 'read', 'write', 'delete', 'admin'];
+
+// The SPEC error type a missing capability is reported with.
+const missing: Record<Capability, ErrorType> = {
+  list: 'not-authorized/read-permission-required',
+  read: 'not-authorized/read-permission-required',
+  write: 'not-authorized/write-permission-required',
+  delete: 'not-authorized/full-permission-required',
+  admin: 'not-authorized/folder-admin-permission-required',
+};
+
+/** groupIdsOf lists the groups a user belongs to. */
+export async function groupIdsOf(em: EntityManager, userId: number): Promise<number[]> {
+  return (await em.findBy(MembershipEntity, { user_id: userId })).map((m) => m.group_id);
+}
+
+/** rightsOn computes the principal's capabilities on a site path (folder path form, '' = root). */
+export async function rightsOn(em: EntityManager, p: Principal, path: string): Promise<Set<Capability>> {
+  if (isSiteAdmin(p)) return new Set(ALL);
+  if (!p.user) return new Set();
+  const groups = await groupIdsOf(em, p.user.id);
+  const paths = ancestorsOf(path);
+  const rows = await em.find(PermissionEntity, {
+    where: [
+      { user_id: p.user.id, group_id: IsNull(), path: In(paths) },
+      ...(groups.length ? [{ group_id: In(groups), path: In(paths) }] : []),
+    ],
+  });
+  const caps = new Set<Capability>();
+  for (const row of rows) for (const c of levelCapabilities[row.permission]) caps.add(c);
+  return caps;
+}
+
+/** requireCapability throws SPEC's not-authorized type when the principal lacks `cap` on `path`. */
+export async function requireCapability(
+  em: EntityManager,
+  p: Principal,
+  cap: Capability,
+  path: string,
+): Promise<void> {
+  if (!(await rightsOn(em, p, path)).has(cap)) {
+    throw new GatewayError(missing[cap], `You need ${cap} permission on /${path} to do this`);
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * The login gate (DESIGN.md "Login gate"), the same for every interface: user exists and the
+ * password matches (bcrypt), the interface's flag is on, the client IP is in the user's or the
+ * site's allowed_ips, and for FTP, SFTP and WebDAV the user_root folder exists. Each failure is a
+ * `failedlogin` Action with its failure_type; 5 failures (setting) lock the user out for a while,
+ * and a client IP failing across usernames is rate-limited. State lives in the database, so every
+ * instance sees the same lockouts.
+ */
+import { MoreThan, type EntityManager } from 'typeorm';
+import { ActionEntity, FileEntity, UserEntity, type ApiKeyRow, type UserRow } from '../../db/entities.ts';
+import { ipAllowed } from '../access/allowed-ips.ts';
+import { recordAction, type FailureType } from '../actions/record.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import type { Interface, Principal } from '../principal.ts';
+import { verifyPassword } from './passwords.ts';
+
+/** Credentials are what a client presents at login. */
+export interface LoginRequest {
+  interface: Interface;
+  ip: string;
+  username: string;
+  password: string;
+}
+
+const flagOf: Record<Interface, keyof UserRow> = {
+  restapi: 'restapi_permission',
+  web: 'web_permission',
+  ftp: 'ftp_permission',
+  sftp: 'sftp_permission',
+  dav: 'dav_permission',
+};
+const noFlagFailure: Record<Interface, FailureType> = {
+  restapi: 'no_restapi_permission',
+  web: 'no_web_permission',
+  ftp: 'no_ftp_permission',
+  sftp: 'no_sftp_permission',
+  dav: 'no_dav_permission',
+};
+const interfaceName: Record<Interface, string> = {
+  restapi: 'REST API',
+  web: 'web',
+  ftp: 'FTP',
+  sftp: 'SFTP',
+  dav: 'WebDAV',
+};
+// The file protocols show user_root as `/`, so it must exist; REST and web use site paths.
+const rootedInterfaces: readonly Interface[] = ['ftp', 'sftp', 'dav'];
+
+/** LoginGate admits principals: by password (login) or by API key (authenticateKey). */
+export class LoginGate {
+  constructor(private readonly ctx: CoreContext) {}
+
+  /** login runs the whole gate and records `login`, or `failedlogin` and throws. */
+  async login(req: LoginRequest): Promise<Principal> {
+    const { lockout } = this.ctx.config;
+    const now = Date.now();
+    const ipWindowStart = new Date(now - lockout.ip_window_minutes * 60_000);
+    const { user, ipFailures } = await this.ctx.db.read(async (em) => ({
+      user: await em.findOneBy(UserEntity, { username_key: req.username.toLowerCase() }),
+      ipFailures: await em.countBy(ActionEntity, {
+        ip: req.ip,
+        action: 'failedlogin',
+        when: MoreThan(ipWindowStart),
+      }),
+    }));
+    // Checked before bcrypt so a password-guessing client cannot make the server burn CPU.
+    if (ipFailures >= lockout.ip_max_failures) {
+      throw new GatewayError(
+        'rate-limited/too-many-login-attempts',
+        'Too many failed logins from this address; try again later',
+      );
+    }
+    if (user?.locked_until && user.locked_until.getTime() > now) {
+      await this.fail(req, user, 'locked_out');
+      throw new GatewayError(
+        'not-authenticated/locked-out',
+        'This user is locked out after too many failed logins; try again later',
+      );
+    }
+    if (!(await verifyPassword(req.password, user?.password_hash ?? null)) || !user) {
+      await this.fail(req, user, user ? 'password_mismatch' : 'username_not_found');
+      throw new GatewayError(
+        'not-authenticated/invalid-username-or-password',
+        'Invalid username or password',
+      );
+    }
+    await this.admit(user, req.interface, req.ip, true);
+    const principal: Principal = {
+      user,
+      apiKey: null,
+      sessionDigest: null,
+      interface: req.interface,
+      ip: req.ip,
+    };
+    await this.ctx.db.work(async (em) => {
+      await em.update(
+        UserEntity,
+        { id: user.id },
+        { failed_logins: 0, failed_login_window_start: null, locked_until: null, last_login_at: new Date() },
+      );
+      await recordAction(em, principal, {
+        action: 'login',
+        display: `${user.username} logged in over ${interfaceName[req.interface]}`,
+      });
+    });
+    return principal;
+  }
+
+  /** authenticateKey admits an API-key request: the key's owner must pass the flag and IP checks. No Action is recorded. */
+  async authenticateKey(row: ApiKeyRow, iface: Interface, ip: string): Promise<Principal> {
+    let user: UserRow | null = null;
+    if (row.user_id !== null) {
+      user = await this.ctx.db.read((em) => em.findOneBy(UserEntity, { id: row.user_id! }));
+      if (!user) throw new GatewayError('not-authenticated/invalid-credentials', 'Invalid API key');
+      await this.admit(user, iface, ip, false);
+    } else if (!ipAllowed(ip, '', this.ctx.config.site.allowed_ips)) {
+      throw new GatewayError(
+        'not-authenticated/invalid-credentials',
+        'Login from this IP address is not allowed',
+      );
+    }
+    return { user, apiKey: row, sessionDigest: null, interface: iface, ip };
+  }
+
+  /**
+   * admit applies the checks after the credential matched: interface flag, allowed_ips, user_root.
+   * `record` writes the failedlogin Action (password logins); key requests record none.
+   */
+  async admit(user: UserRow, iface: Interface, ip: string, record: boolean): Promise<void> {
+    const refuse = async (failure: FailureType, message: string): Promise<never> => {
+      if (record)
+        await this.fail({ interface: iface, ip, username: user.username, password: '' }, user, failure);
+      throw new GatewayError('not-authenticated/invalid-credentials', message);
+    };
+    if (!user[flagOf[iface]])
+      await refuse(noFlagFailure[iface], `${interfaceName[iface]} access is disabled for this user`);
+    if (!ipAllowed(ip, user.allowed_ips, this.ctx.config.site.allowed_ips)) {
+      await refuse('ip_mismatch', 'Login from this IP address is not allowed');
+    }
+    if (rootedInterfaces.includes(iface) && user.user_root !== '') {
+      const root = user.user_root.replace(/\/$/, '');
+      const exists = await this.ctx.db.read((em) =>
+        em.existsBy(FileEntity, { path: root, type: 'directory' }),
+      );
+      if (!exists) await refuse('no_directory', `This user's root folder /${root} does not exist`);
+    }
+  }
+
+  /** fail records a failedlogin and, for wrong passwords, counts toward the user's lockout. */
+  private async fail(req: LoginRequest, user: UserRow | null, failure: FailureType): Promise<void> {
+    const { lockout } = this.ctx.config;
+    await this.ctx.db.work(async (em) => {
+      await recordAction(em, null, {
+        action: 'failedlogin',
+        failure_type: failure,
+        user: { id: user?.id ?? null, username: user?.username ?? req.username.slice(0, 50) },
+        interface: req.interface,
+        ip: req.ip,
+        display: `Failed login as ${req.username.slice(0, 50)} over ${interfaceName[req.interface]}: ${failure}`,
+      });
+      if (user && failure === 'password_mismatch') await this.countFailure(em, user.id, lockout);
+    });
+  }
+
+  private async countFailure(
+    em: EntityManager,
+    userId: number,
+    lockout: CoreContext['config']['lockout'],
+  ): Promise<void> {
+    const fresh = await em.findOneBy(UserEntity, { id: userId });
+    if (!fresh) return;
+    const now = Date.now();
+    const windowOpen =
+      fresh.failed_login_window_start &&
+      now - fresh.failed_login_window_start.getTime() < lockout.window_minutes * 60_000;
+    const count = windowOpen ? fresh.failed_logins + 1 : 1;
+    const start = windowOpen ? fresh.failed_login_window_start : new Date(now);
+    if (count >= lockout.max_failures) {
+      await em.update(
+        UserEntity,
+        { id: userId },
+        {
+          failed_logins: 0,
+          failed_login_window_start: null,
+          locked_until: new Date(now + lockout.duration_minutes * 60_000),
+        },
+      );
+    } else {
+      await em.update(UserEntity, { id: userId }, { failed_logins: count, failed_login_window_start: start });
+    }
+  }
+}

@@ -1,0 +1,360 @@
+/**
+ * Users (SPEC "User", "Users (site admin)") with DESIGN.md's extension fields: `site_admin` and the
+ * per-interface flags `sftp_permission`, `dav_permission`, `restapi_permission`.
+ */
+import { In, type EntityManager } from 'typeorm';
+import { z } from 'zod';
+import { isUniqueViolation } from '../../db/database.ts';
+import {
+  GroupEntity,
+  MembershipEntity,
+  PermissionEntity,
+  UserEntity,
+  type UserRow,
+} from '../../db/entities.ts';
+import { parseAllowedIps } from '../access/allowed-ips.ts';
+import { requireSiteAdmin } from '../access/guards.ts';
+import { recordAction } from '../actions/record.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError, modelSaveError } from '../errors.ts';
+import type { Page, PageRequest } from '../pagination.ts';
+import { normalizeFolderPath } from '../paths.ts';
+import { isSiteAdmin, type Principal } from '../principal.ts';
+import { bool, idList, parseFields, text } from '../validation.ts';
+import { hashPassword, PASSWORD_MAX_BYTES, PASSWORD_MIN } from './passwords.ts';
+import { checkReauthentication } from './reauthentication.ts';
+
+/** User is a user as the API shows it: every SPEC field but the write-only password and grant_permission. */
+export interface User {
+  id: number;
+  username: string;
+  name: string;
+  email: string;
+  notes: string;
+  group_ids: string;
+  ftp_permission: boolean;
+  web_permission: boolean;
+  sftp_permission: boolean;
+  dav_permission: boolean;
+  restapi_permission: boolean;
+  attachments_permission: boolean;
+  self_managed: boolean;
+  require_password_change: boolean;
+  site_admin: boolean;
+  allowed_ips: string;
+  user_root: string;
+  created_at: Date;
+  last_login_at: Date | null;
+}
+
+/** GrantPermission is SPEC's write-only `grant_permission` and the permission rows each creates. */
+export const grantLevels = {
+  full: ['full'],
+  read: ['readonly'],
+  write: ['writeonly'],
+  preview: ['previewonly'],
+  'read+write': ['readonly', 'writeonly'],
+  'preview+write': ['previewonly', 'writeonly'],
+} as const;
+
+// A username is what FTP, SFTP and HTTP Basic carry: no colon (Basic's separator), no control
+// characters, no surrounding spaces.
+const username = text(50).pipe(
+  z
+    .string()
+    .min(1, { error: "can't be blank" })
+    // eslint-disable-next-line no-control-regex
+    .regex(/^[^\s:/\\\u0000-\u001f\u007f](?:[^:/\\\u0000-\u001f\u007f]*[^\s:/\\\u0000-\u001f\u007f])?$/, {
+      error: 'must not contain : / \\ or control characters, nor start or end with a space',
+    }),
+);
+
+const password = text().pipe(
+  z
+    .string()
+    .min(PASSWORD_MIN, { error: `is too short (minimum is ${PASSWORD_MIN} characters)` })
+    .refine((v) => Buffer.byteLength(v) <= PASSWORD_MAX_BYTES, {
+      error: `is too long (maximum is ${PASSWORD_MAX_BYTES} bytes)`,
+    }),
+);
+
+const email = text(50).pipe(
+  z.string().refine((v) => v === '' || /^[^\s@]+@[^\s@]+$/.test(v), { error: 'is not an e-mail address' }),
+);
+
+const allowedIps = text().transform((v, c) => {
+  const { invalid } = parseAllowedIps(v);
+  if (invalid.length)
+    c.addIssue({
+      code: 'custom',
+      message: `has entries that are not an IP address or CIDR range: ${invalid.join(', ')}`,
+    });
+  return v
+    .split(/[\r\n,]+/)
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .join('\n');
+});
+
+const userRoot = text(250).transform((v, c) => {
+  const r = normalizeFolderPath(v, 249);
+  if ('problem' in r) {
+    c.addIssue({ code: 'custom', message: r.problem });
+    return z.NEVER;
+  }
+  // SPEC: user_root does not start with a slash and ends with one ('' is the site root).
+  return r.path === '' ? '' : `${r.path}/`;
+});
+
+const fields = {
+  username,
+  password,
+  name: text(50),
+  email,
+  notes: text(),
+  group_ids: idList,
+  ftp_permission: bool,
+  web_permission: bool,
+  sftp_permission: bool,
+  dav_permission: bool,
+  restapi_permission: bool,
+  attachments_permission: bool,
+  self_managed: bool,
+  require_password_change: bool,
+  site_admin: bool,
+  allowed_ips: allowedIps,
+  user_root: userRoot,
+  grant_permission: z.enum(Object.keys(grantLevels) as [keyof typeof grantLevels], {
+    error: `must be one of ${Object.keys(grantLevels).join(', ')}`,
+  }),
+};
+const createSchema = z.object(fields).partial().required({ username: true, password: true });
+const updateSchema = z.object(fields).partial();
+type UserInput = z.infer<typeof updateSchema>;
+
+/** Users manages user accounts; every call but the bootstrap is for site admins. */
+export class Users {
+  constructor(private readonly ctx: CoreContext) {}
+
+  /** list pages through all users, oldest first. */
+  async list(p: Principal, req: PageRequest): Promise<Page<User>> {
+    requireSiteAdmin(p);
+    const w = this.ctx.paginator.window('users', req);
+    const rows = await this.ctx.db.read(async (em) => {
+      const users = await em.find(UserEntity, { order: { id: 'ASC' }, skip: w.offset, take: w.perPage + 1 });
+      return this.views(em, users);
+    });
+    return this.ctx.paginator.page(w, rows);
+  }
+
+  /** get shows one user: site admins see anyone, a user sees themself. */
+  async get(p: Principal, id: number): Promise<User> {
+    if (p.user?.id !== id) requireSiteAdmin(p);
+    return this.ctx.db.read(async (em) => {
+      const row = await em.findOneBy(UserEntity, { id });
+      if (!row) throw new GatewayError('not-found/user-not-found', `User ${id} not found`);
+      return (await this.views(em, [row]))[0]!;
+    });
+  }
+
+  /** create adds a user, its group memberships and its grant_permission rows in one unit of work. */
+  async create(p: Principal, input: unknown): Promise<User> {
+    requireSiteAdmin(p);
+    const data = parseFields(createSchema, input);
+    const hash = await hashPassword(data.password, this.ctx.config.accounts.bcrypt_rounds);
+    return this.ctx.db.work(async (em) => {
+      const row = await this.insert(em, data, hash);
+      await recordAction(em, p, {
+        action: 'user_create',
+        display: `Created user ${row.username}`,
+        targets: [{ type: 'user', id: row.id, username: row.username }],
+      });
+      return (await this.views(em, [row]))[0]!;
+    });
+  }
+
+  /**
+   * update changes any subset of fields. A session changing a password must reauthenticate
+   * (SPEC "Reauthentication"). A user may change their own name, email and password when
+   * self_managed; everything else needs a site admin.
+   */
+  async update(p: Principal, id: number, input: unknown, reauthentication?: string): Promise<User> {
+    const data = parseFields(updateSchema, input);
+    if (!isSiteAdmin(p)) {
+      const own = p.user?.id === id && p.user.self_managed;
+      const selfFields = ['name', 'email', 'password'];
+      if (!own || Object.keys(data).some((k) => !selfFields.includes(k))) requireSiteAdmin(p);
+    }
+    if (data.password !== undefined) await checkReauthentication(this.ctx, p, reauthentication);
+    const hash =
+      data.password === undefined
+        ? undefined
+        : await hashPassword(data.password, this.ctx.config.accounts.bcrypt_rounds);
+    return this.ctx.db.work(async (em) => {
+      const row = await em.findOneBy(UserEntity, { id });
+      if (!row) throw new GatewayError('not-found/user-not-found', `User ${id} not found`);
+      if (data.site_admin !== undefined && !isSiteAdmin(p)) requireSiteAdmin(p);
+      await this.apply(em, row, data, hash);
+      await recordAction(em, p, {
+        action: 'user_update',
+        display: `Updated user ${row.username}`,
+        targets: [
+          {
+            type: 'user',
+            id: row.id,
+            username: row.username,
+            fields: Object.keys(data).filter((k) => k !== 'password'),
+          },
+        ],
+      });
+      return (await this.views(em, [row]))[0]!;
+    });
+  }
+
+  /** remove deletes a user with their memberships, permissions, keys and sessions; Actions stay. */
+  async remove(p: Principal, id: number): Promise<void> {
+    requireSiteAdmin(p);
+    await this.ctx.db.work(async (em) => {
+      const row = await em.findOneBy(UserEntity, { id });
+      if (!row) throw new GatewayError('not-found/user-not-found', `User ${id} not found`);
+      await em.delete(UserEntity, { id });
+      await recordAction(em, p, {
+        action: 'user_destroy',
+        display: `Deleted user ${row.username}`,
+        targets: [{ type: 'user', id: row.id, username: row.username }],
+      });
+    });
+  }
+
+  /** bootstrapAdmin creates the first site admin when the database has no user yet (DESIGN.md). */
+  async bootstrapAdmin(usernameValue: string, passwordValue: string): Promise<UserRow | null> {
+    const hash = await hashPassword(passwordValue, this.ctx.config.accounts.bcrypt_rounds);
+    return this.ctx.db.work(async (em) => {
+      if ((await em.count(UserEntity)) > 0) return null;
+      return this.insert(em, { username: usernameValue, site_admin: true }, hash);
+    });
+  }
+
+  /** views turns rows into API users, reading all their group ids in one query. */
+  async views(em: EntityManager, rows: UserRow[]): Promise<User[]> {
+    const memberships = rows.length
+      ? await em.find(MembershipEntity, {
+          where: { user_id: In(rows.map((r) => r.id)) },
+          order: { group_id: 'ASC' },
+        })
+      : [];
+    return rows.map((r) => ({
+      id: r.id,
+      username: r.username,
+      name: r.name,
+      email: r.email,
+      notes: r.notes,
+      group_ids: memberships
+        .filter((m) => m.user_id === r.id)
+        .map((m) => m.group_id)
+        .join(','),
+      ftp_permission: r.ftp_permission,
+      web_permission: r.web_permission,
+      sftp_permission: r.sftp_permission,
+      dav_permission: r.dav_permission,
+      restapi_permission: r.restapi_permission,
+      attachments_permission: r.attachments_permission,
+      self_managed: r.self_managed,
+      require_password_change: r.require_password_change,
+      site_admin: r.site_admin,
+      allowed_ips: r.allowed_ips,
+      user_root: r.user_root,
+      created_at: r.created_at,
+      last_login_at: r.last_login_at,
+    }));
+  }
+
+  private async insert(em: EntityManager, data: UserInput, hash: string): Promise<UserRow> {
+    const now = new Date();
+    const row = em.create(UserEntity, {
+      username: data.username!,
+      username_key: data.username!.toLowerCase(),
+      password_hash: hash,
+      created_at: now,
+      updated_at: now,
+    });
+    await this.apply(em, row, data, undefined, true);
+    return row;
+  }
+
+  private async apply(
+    em: EntityManager,
+    row: UserRow,
+    data: UserInput,
+    hash?: string,
+    isNew = false,
+  ): Promise<void> {
+    if (data.username !== undefined && (isNew || data.username.toLowerCase() !== row.username_key)) {
+      const taken = await em.existsBy(UserEntity, { username_key: data.username.toLowerCase() });
+      if (taken) throw modelSaveError({ username: ['has already been taken'] });
+      row.username = data.username;
+      row.username_key = data.username.toLowerCase();
+    } else if (data.username !== undefined) {
+      row.username = data.username;
+    }
+    if (data.require_password_change === true && !(data.web_permission ?? row.web_permission ?? true)) {
+      throw modelSaveError({ require_password_change: ['requires web_permission'] });
+    }
+    const copied = [
+      'name',
+      'email',
+      'notes',
+      'ftp_permission',
+      'web_permission',
+      'sftp_permission',
+      'dav_permission',
+      'restapi_permission',
+      'attachments_permission',
+      'self_managed',
+      'require_password_change',
+      'site_admin',
+      'allowed_ips',
+      'user_root',
+    ] as const;
+    for (const key of copied)
+      if (data[key] !== undefined) (row as unknown as Record<string, unknown>)[key] = data[key];
+    if (hash !== undefined) row.password_hash = hash;
+    row.updated_at = new Date();
+    try {
+      await em.save(UserEntity, row);
+    } catch (err) {
+      // Two requests creating the same username at once: the unique index decides.
+      if (isUniqueViolation(err)) throw modelSaveError({ username: ['has already been taken'] });
+      throw err;
+    }
+    if (data.group_ids !== undefined) await this.setGroups(em, row.id, data.group_ids);
+    if (data.grant_permission !== undefined) {
+      const path = row.user_root.replace(/\/$/, '');
+      for (const level of grantLevels[data.grant_permission]) {
+        const exists = await em.existsBy(PermissionEntity, { user_id: row.id, path, permission: level });
+        if (!exists) {
+          await em.insert(PermissionEntity, {
+            user_id: row.id,
+            group_id: null,
+            path,
+            permission: level,
+            created_at: new Date(),
+          });
+        }
+      }
+    }
+  }
+
+  private async setGroups(em: EntityManager, userId: number, groupIds: number[]): Promise<void> {
+    const unique = [...new Set(groupIds)];
+    const found = unique.length ? await em.findBy(GroupEntity, { id: In(unique) }) : [];
+    const missing = unique.filter((g) => !found.some((f) => f.id === g));
+    if (missing.length) throw modelSaveError({ group_ids: [`has unknown group ids: ${missing.join(', ')}`] });
+    await em.delete(MembershipEntity, { user_id: userId });
+    if (unique.length)
+      await em.insert(
+        MembershipEntity,
+        unique.map((group_id) => ({ group_id, user_id: userId })),
+      );
+  }
+}

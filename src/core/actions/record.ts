@@ -1,0 +1,84 @@
+import type { EntityManager } from 'typeorm';
+import { ActionEntity } from '../../db/entities.ts';
+import type { Interface, Principal } from '../principal.ts';
+
+/** ActionName is SPEC's Action `action` values. */
+export type ActionName =
+  | 'create'
+  | 'read'
+  | 'update'
+  | 'destroy'
+  | 'move'
+  | 'copy'
+  | 'login'
+  | 'failedlogin'
+  | 'user_create'
+  | 'user_update'
+  | 'user_destroy'
+  | 'group_create'
+  | 'group_update'
+  | 'group_destroy'
+  | 'permission_create'
+  | 'permission_destroy'
+  | 'api_key_create'
+  | 'api_key_update'
+  | 'api_key_destroy';
+
+/** FailureType is SPEC's Action `failure_type` values the gateway records. */
+export type FailureType =
+  | 'locked_out'
+  | 'ip_mismatch'
+  | 'password_mismatch'
+  | 'username_not_found'
+  | 'none'
+  | 'no_ftp_permission'
+  | 'no_web_permission'
+  | 'no_directory'
+  | 'no_sftp_permission'
+  | 'no_dav_permission'
+  | 'no_restapi_permission'
+  | 'key_mismatch'
+  | 'disabled';
+
+/** ActionFields describes one Action; who, how and from where come from the principal or are given. */
+export interface ActionFields {
+  action: ActionName;
+  path?: string;
+  source?: string;
+  destination?: string;
+  display?: string;
+  failure_type?: FailureType;
+  targets?: unknown[];
+  /** for failedlogin, where there is no principal yet */
+  user?: { id: number | null; username: string };
+  interface?: Interface;
+  ip?: string;
+}
+
+/**
+ * recordAction writes one Action row in the caller's unit of work, so the Action commits or rolls
+ * back with the change it describes.
+ */
+export async function recordAction(
+  em: EntityManager,
+  who: Principal | null,
+  fields: ActionFields,
+): Promise<void> {
+  const user =
+    fields.user ??
+    (who?.user ? { id: who.user.id, username: who.user.username } : { id: null, username: '' });
+  await em.insert(ActionEntity, {
+    when: new Date(),
+    action: fields.action,
+    path: fields.path ?? '',
+    source: fields.source ?? '',
+    destination: fields.destination ?? '',
+    display: fields.display ?? '',
+    ip: fields.ip ?? who?.ip ?? '',
+    user_id: user.id,
+    username: user.username,
+    interface: fields.interface ?? who?.interface ?? '',
+    failure_type: fields.failure_type ?? '',
+    targets: JSON.stringify(fields.targets ?? []),
+  });
+}

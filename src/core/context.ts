@@ -1,0 +1,14 @@
+import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import type { Logger } from '../log.ts';
+import type { Paginator } from './pagination.ts';
+
+/** CoreContext is what every core service shares: settings, database, logger, secret, paginator. */
+export interface CoreContext {
+  readonly config: Config;
+  readonly db: Database;
+  readonly log: Logger;
+  /** the site secret (SVC_SECRET or the generated one): signs URLs, encrypts cursors */
+  readonly secret: string;
+  readonly paginator: Paginator;
+}

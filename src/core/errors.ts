@@ -1,0 +1,267 @@
+/**
+ * The one catalogue of SPEC's error types (SPEC "Errors"). The core throws GatewayError and
+ * nothing else on purpose; each front end maps families (and a few types) to its own replies in
+ * protocols/<p>/errors.ts.
+ */
+
+/** ErrorFamily is the part of an error type before the slash. */
+export type ErrorFamily =
+  | 'bad-request'
+  | 'not-authenticated'
+  | 'not-authorized'
+  | 'not-found'
+  | 'processing-failure'
+  | 'rate-limited'
+  | 'service-unavailable'
+  | 'site-configuration';
+
+// SPEC's lists, verbatim. A type the core raises must be here; titles are derived below.
+const catalogue = {
+  'bad-request': [
+    'agent-upgrade-required',
+    'attachment-too-large',
+    'cannot-download-directory',
+    'cant-move-with-multiple-locations',
+    'datetime-parse',
+    'destination-same',
+    'folder-must-not-be-a-file',
+    'invalid-body',
+    'invalid-cursor',
+    'invalid-cursor-type-for-sort',
+    'invalid-etags',
+    'invalid-filter-alias-combination',
+    'invalid-filter-combination',
+    'invalid-filter-field',
+    'invalid-filter-param',
+    'invalid-filter-param-value',
+    'invalid-input-encoding',
+    'invalid-interface',
+    'invalid-oauth-provider',
+    'invalid-path',
+    'invalid-return-to-url',
+    'invalid-upload-offset',
+    'invalid-upload-part-gap',
+    'invalid-upload-part-size',
+    'method-not-allowed',
+    'no-valid-input-params',
+    'operation-on-non-scim-resource',
+    'part-number-too-large',
+    'reauthentication-needed-fields',
+    'request-param-path-cannot-have-trailing-whitespace',
+    'request-params-contain-invalid-character',
+    'request-params-invalid',
+    'request-params-required',
+    'search-all-on-child-path',
+    'unsupported-currency',
+    'unsupported-http-response-format',
+    'unsupported-media-type',
+    'user-id-invalid',
+    'user-id-on-user-endpoint',
+    'user-required',
+  ],
+  'not-authenticated': [
+    'authentication-required',
+    'bundle-registration-code-failed',
+    'files-agent-token-failed',
+    'inbox-registration-code-failed',
+    'invalid-credentials',
+    'invalid-oauth',
+    'invalid-or-expired-code',
+    'invalid-username-or-password',
+    'locked-out',
+    'lockout-region-mismatch',
+    'one-time-password-incorrect',
+    'two-factor-authentication-error',
+    'two-factor-authentication-setup-expired',
+  ],
+  'not-authorized': [
+    'api-key-is-disabled',
+    'api-key-is-path-restricted',
+    'api-key-only-for-desktop-app',
+    'api-key-only-for-mobile-app',
+    'api-key-only-for-office-integration',
+    'billing-permission-required',
+    'bundle-maximum-uses-reached',
+    'cannot-login-while-using-key',
+    'cant-act-for-other-user',
+    'contact-admin-for-password-change-help',
+    'files-agent-failed-authorization',
+    'folder-admin-or-billing-permission-required',
+    'folder-admin-permission-required',
+    'full-permission-required',
+    'history-permission-required',
+    'insufficient-permission-for-params',
+    'must-authenticate-with-api-key',
+    'need-admin-permission-for-inbox',
+    'non-admins-must-query-by-folder-or-path',
+    'not-allowed-to-create-bundle',
+    'password-change-not-required',
+    'password-change-required',
+    'read-only-session',
+    'read-permission-required',
+    'reauthentication-failed',
+    'reauthentication-failed-final',
+    'reauthentication-needed-action',
+    'recaptcha-failed',
+    'self-managed-required',
+    'site-admin-required',
+    'site-files-are-immutable',
+    'two-factor-authentication-required',
+    'user-id-without-site-admin',
+    'write-and-bundle-permission-required',
+    'write-permission-required',
+    'zip-download-ip-mismatch',
+  ],
+  'not-found': [
+    'api-key-not-found',
+    'bundle-path-not-found',
+    'bundle-registration-not-found',
+    'code-not-found',
+    'file-not-found',
+    'file-upload-not-found',
+    'folder-not-found',
+    'group-not-found',
+    'inbox-not-found',
+    'nested-not-found',
+    'plan-not-found',
+    'site-not-found',
+    'user-not-found',
+    // Extension: the resources DESIGN.md adds to SPEC's (permissions, notifications, sessions).
+    'permission-not-found',
+    'notification-not-found',
+    'resource-not-found',
+  ],
+  'processing-failure': [
+    'already-completed',
+    'automation-cannot-be-run-manually',
+    'bundle-only-allows-previews',
+    'bundle-operation-requires-subfolder',
+    'could-not-create-parent',
+    'destination-exists',
+    'destination-folder-limited',
+    'destination-parent-conflict',
+    'destination-parent-does-not-exist',
+    'expired-private-key',
+    'expired-public-key',
+    'export-failure',
+    'export-not-ready',
+    'failed-to-change-password',
+    'file-locked',
+    'file-not-uploaded',
+    'file-pending-processing',
+    'file-too-big-to-decrypt',
+    'file-too-big-to-encrypt',
+    'file-uploaded-to-wrong-region',
+    'filename-too-long',
+    'folder-locked',
+    'folder-not-empty',
+    'history-unavailable',
+    'invalid-bundle-code',
+    'invalid-file-type',
+    'invalid-filename',
+    'invalid-range',
+    'model-save-error',
+    'multiple-processing-errors',
+    'path-too-long',
+    'recipient-already-shared',
+    'remote-server-error',
+    'resource-locked',
+    'subfolder-locked',
+    'two-factor-authentication-code-already-sent',
+    'two-factor-authentication-country-blacklisted',
+    'two-factor-authentication-general-error',
+    'two-factor-authentication-unsubscribed-recipient',
+    'updates-not-allowed-for-remotes',
+  ],
+  'rate-limited': [
+    'duplicate-share-recipient',
+    'reauthentication-rate-limited',
+    'too-many-concurrent-requests',
+    'too-many-login-attempts',
+    'too-many-requests',
+    'too-many-shares',
+  ],
+  'service-unavailable': ['agent-unavailable', 'automations-unavailable', 'uploads-unavailable'],
+  'site-configuration': [
+    'account-already-exists',
+    'account-overdue',
+    'no-account-for-site',
+    'site-was-removed',
+    'trial-expired',
+    'trial-locked',
+    'user-requests-enabled-required',
+  ],
+} as const satisfies Record<ErrorFamily, readonly string[]>;
+
+type Catalogue = typeof catalogue;
+/** ErrorType is one of SPEC's error types, such as `not-found/user-not-found`. */
+export type ErrorType = { [F in ErrorFamily]: `${F}/${Catalogue[F][number]}` }[ErrorFamily];
+
+/** errorTypes lists every ErrorType, for the exhaustive mapping tests of each front end. */
+export const errorTypes: readonly ErrorType[] = Object.entries(catalogue).flatMap(([family, types]) =>
+  types.map((t) => `${family}/${t}` as ErrorType),
+);
+
+// Titles read as the type does ("Site Admin Required"), with the few acronyms spelled right.
+const acronyms: Record<string, string> = {
+  ip: 'IP',
+  scim: 'SCIM',
+  oauth: 'OAuth',
+  http: 'HTTP',
+  url: 'URL',
+  api: 'API',
+};
+/** errorTitle is the short human title SPEC's error object carries for a type. */
+export function errorTitle(type: ErrorType): string {
+  return type
+    .slice(type.indexOf('/') + 1)
+    .split('-')
+    .map((w) => acronyms[w] ?? w.charAt(0).toUpperCase() + w.slice(1))
+    .join(' ');
+}
+
+/** ModelErrors are the field-level messages of a `processing-failure/model-save-error`. */
+export interface ModelErrors {
+  /** every message, in the site's language */
+  errors: string[];
+  /** field name → messages */
+  model_errors: Record<string, string[]>;
+  /** field name → translation keys (the English message where there is no key) */
+  model_error_keys: Record<string, string[]>;
+}
+
+/** GatewayError is the only error the core throws on purpose; its message may reach a client. */
+export class GatewayError extends Error {
+  readonly family: ErrorFamily;
+  readonly title: string;
+  constructor(
+    readonly type: ErrorType,
+    message?: string,
+    readonly model?: ModelErrors,
+  ) {
+    super(message ?? errorTitle(type));
+    this.name = 'GatewayError';
+    this.family = type.slice(0, type.indexOf('/')) as ErrorFamily;
+    this.title = errorTitle(type);
+  }
+}
+
+/** modelSaveError builds a `processing-failure/model-save-error` from field → message pairs. */
+export function modelSaveError(
+  fields: Record<string, string[]>,
+  keys?: Record<string, string[]>,
+): GatewayError {
+  const messages = Object.entries(fields).flatMap(([field, msgs]) =>
+    msgs.map((m) => `${humanField(field)} ${m}`),
+  );
+  return new GatewayError('processing-failure/model-save-error', messages.join(', '), {
+    errors: messages,
+    model_errors: fields,
+    model_error_keys: keys ?? fields,
+  });
+}
+
+function humanField(field: string): string {
+  const words = field.replace(/_/g, ' ');
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}

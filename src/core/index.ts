@@ -1,0 +1,134 @@
+/**
+ * createCore(): the one module front ends (protocols/*) may import. Everything a protocol needs,
+ * logging in, authenticating, and every operation on behalf of a Principal, is reached from here.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Config } from '../config.ts';
+import { Database } from '../db/database.ts';
+import type { Logger } from '../log.ts';
+import { ApiKeys } from './accounts/api-keys.ts';
+import { Groups } from './accounts/groups.ts';
+import { LoginGate } from './accounts/login.ts';
+import { Sessions } from './accounts/sessions.ts';
+import { Users } from './accounts/users.ts';
+import { Permissions } from './access/permissions.ts';
+import type { CoreContext } from './context.ts';
+import { GatewayError } from './errors.ts';
+import { Notifications } from './events/notifications.ts';
+import { Namespace } from './files/namespace.ts';
+import { Paginator } from './pagination.ts';
+import type { Interface, Principal } from './principal.ts';
+
+export {
+  GatewayError,
+  errorTypes,
+  errorTitle,
+  type ErrorFamily,
+  type ErrorType,
+  type ModelErrors,
+} from './errors.ts';
+export { isSiteAdmin, operatorPrincipal, type Interface, type Principal } from './principal.ts';
+export type { Page, PageRequest } from './pagination.ts';
+export type { User } from './accounts/users.ts';
+export type { Group } from './accounts/groups.ts';
+export type { ApiKey } from './accounts/api-keys.ts';
+export type { Permission } from './access/permissions.ts';
+export type { Notification } from './events/notifications.ts';
+export type { LoginRequest } from './accounts/login.ts';
+
+/** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
+export interface Core {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly db: Database;
+  readonly users: Users;
+  readonly groups: Groups;
+  readonly permissions: Permissions;
+  readonly notifications: Notifications;
+  readonly apiKeys: ApiKeys;
+  readonly sessions: Sessions;
+  readonly gate: LoginGate;
+  readonly namespace: Namespace;
+  /** authenticateApiKey admits a request carrying an API key, or throws not-authenticated. */
+  authenticateApiKey(key: string, iface: Interface, ip: string): Promise<Principal>;
+  /** close waits for queued database work and closes the database. */
+  close(): Promise<void>;
+}
+
+/** TlsMaterial is a PEM certificate chain and its private key (HTTPS, WebDAV, FTPS). */
+export interface TlsMaterial {
+  cert: string;
+  key: string;
+}
+
+/**
+ * FrontEnd is the lifecycle every protocol adapter exports (STYLE.md §2): main starts them in
+ * order over one core and stops them in reverse order on SIGTERM.
+ */
+export interface FrontEnd {
+  readonly name: string;
+  /** start binds the listener and resolves with the bound port (0 in the settings picks a free one) */
+  start(core: Core, opts: { host: string; port: number; tls: TlsMaterial }): Promise<{ port: number }>;
+  /** stop closes the listener and its connections; it never exits the process */
+  stop(): Promise<void>;
+}
+
+/** loadSecret returns SVC_SECRET, or the secret generated once and kept in the data dir. */
+function loadSecret(config: Config): string {
+  if (config.secret) return config.secret;
+  const file = path.join(config.data_dir, 'secret');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  mkdirSync(config.data_dir, { recursive: true });
+  const secret = randomBytes(32).toString('hex');
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return secret;
+}
+
+/**
+ * createCore opens the database, applies pending migrations (before any listener starts, as
+ * DESIGN.md asks) and builds the services.
+ */
+export async function createCore(
+  config: Config,
+  log: Logger,
+  opts: { migrate?: boolean } = {},
+): Promise<Core> {
+  const db = await Database.open(config);
+  try {
+    if (opts.migrate !== false) {
+      const applied = await db.migrate();
+      if (applied.length) log.info('database migrated', { migrations: applied, database: db.kind });
+    } else if (await db.pendingMigrations()) {
+      throw new Error('the database schema is behind this version: run `svc-gateway migrate`');
+    }
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  const secret = loadSecret(config);
+  const ctx: CoreContext = { config, db, log, secret, paginator: new Paginator(secret) };
+  const gate = new LoginGate(ctx);
+  const apiKeys = new ApiKeys(ctx);
+  return {
+    config,
+    log,
+    db,
+    users: new Users(ctx),
+    groups: new Groups(ctx),
+    permissions: new Permissions(ctx),
+    notifications: new Notifications(ctx),
+    apiKeys,
+    sessions: new Sessions(ctx, gate),
+    gate,
+    namespace: new Namespace(ctx),
+    async authenticateApiKey(key, iface, ip) {
+      const row = await apiKeys.lookup(key);
+      if (!row) throw new GatewayError('not-authenticated/invalid-credentials', 'Invalid or expired API key');
+      return gate.authenticateKey(row, iface, ip);
+    },
+    close: () => db.close(),
+  };
+}

@@ -1,0 +1,89 @@
+/**
+ * Input validation for every core call that takes fields (users, groups, permissions, …). Inputs
+ * come from JSON, XML or form bodies, where XML and forms carry only strings, so booleans and
+ * integers also accept their string spellings. Failures become SPEC's
+ * `processing-failure/model-save-error` with one entry per field.
+ */
+import { z } from 'zod';
+import { GatewayError, modelSaveError } from './errors.ts';
+
+/** bool accepts true/false and the strings XML and forms send for them. */
+export const bool = z.union(
+  [
+    z.boolean(),
+    z
+      .string()
+      .trim()
+      .toLowerCase()
+      .pipe(z.enum(['true', 'false', '1', '0']))
+      .transform((v) => v === 'true' || v === '1'),
+  ],
+  { error: 'must be true or false' },
+);
+
+/** int accepts an integer or its decimal string. */
+export const int = z.union(
+  [
+    z.number().int(),
+    z
+      .string()
+      .trim()
+      .regex(/^-?\d+$/)
+      .transform(Number),
+  ],
+  { error: 'must be an integer' },
+);
+
+/** text is a string of at most `max` characters (SPEC's Limits); numbers are taken as their text. */
+export const text = (max?: number) =>
+  z
+    .union([z.string(), z.number().transform(String)], { error: 'must be a string' })
+    .pipe(max ? z.string().max(max, { error: `is too long (maximum is ${max} characters)` }) : z.string());
+
+/** idList accepts SPEC's comma-separated integer string ("1,2,3"), an array, or a number. */
+export const idList = z.union(
+  [
+    z.array(int),
+    int.transform((v) => [v]),
+    z
+      .string()
+      .trim()
+      .regex(/^(\d+(\s*,\s*\d+)*)?$/)
+      .transform((v) => (v === '' ? [] : v.split(',').map((s) => Number(s.trim())))),
+  ],
+  { error: 'must be a comma-separated list of ids' },
+);
+
+/** dateTime accepts an ISO 8601 date-time (or null/'' for none). */
+export const dateTime = z.union(
+  [
+    z.null(),
+    z.literal('').transform(() => null),
+    z
+      .string()
+      .trim()
+      .refine((v) => !Number.isNaN(Date.parse(v)))
+      .transform((v) => new Date(v)),
+  ],
+  { error: 'must be an ISO 8601 date-time' },
+);
+
+/**
+ * parseFields validates `input` against `schema` and returns the typed fields, or throws a
+ * model-save-error naming each bad field. Unknown fields are ignored, as SPEC's service does.
+ */
+export function parseFields<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+    throw new GatewayError('bad-request/invalid-body', 'The request body must be an object of fields');
+  }
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const fields: Record<string, string[]> = {};
+  for (const issue of result.error.issues) {
+    const field = String(issue.path[0] ?? 'base');
+    const message =
+      issue.code === 'invalid_type' && issue.input === undefined ? "can't be blank" : issue.message;
+    (fields[field] ??= []).push(message);
+  }
+  throw modelSaveError(fields);
+}

@@ -1,0 +1,107 @@
+/**
+ * The one data-access layer. Every read and unit of work of the core goes through `Database`.
+ *
+ * Why: TypeORM's better-sqlite3 driver shares one connection between all callers, so a second
+ * transaction started while another is open silently becomes a SAVEPOINT inside it, and the
+ * outer ROLLBACK erases writes the inner caller believed committed (typeorm/typeorm#307, #10364;
+ * research/libraries.md §4). On SQLite every call here therefore waits its turn in a FIFO queue.
+ * PostgreSQL gets one pooled connection per transaction, and the same API.
+ *
+ * Rule for callers: a unit of work does database statements only. Never await network or storage
+ * I/O inside it (an upload is two short units: started, committed).
+ */
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { DataSource, type EntityManager } from 'typeorm';
+import type { Config } from '../config.ts';
+import { entities } from './entities.ts';
+import { migrations } from './migrations/index.ts';
+
+/** DatabaseKind tells which server answers: the embedded SQLite file or PostgreSQL. */
+export type DatabaseKind = 'sqlite' | 'postgres';
+
+/** Database serializes units of work on SQLite and runs them in transactions on both databases. */
+export class Database {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    readonly source: DataSource,
+    readonly kind: DatabaseKind,
+  ) {}
+
+  /** open connects to the database the settings name; it does not migrate. */
+  static async open(config: Config): Promise<Database> {
+    const kind: DatabaseKind = config.database.url ? 'postgres' : 'sqlite';
+    let source: DataSource;
+    if (kind === 'postgres') {
+      source = new DataSource({
+        type: 'postgres',
+        url: config.database.url,
+        entities,
+        migrations,
+        poolSize: config.database.pool_size,
+        parseInt8: true,
+        migrationsTransactionMode: 'each',
+        logging: false,
+      });
+    } else {
+      mkdirSync(config.data_dir, { recursive: true });
+      source = new DataSource({
+        type: 'better-sqlite3',
+        database: path.join(config.data_dir, 'gateway.sqlite'),
+        entities,
+        migrations,
+        enableWAL: true,
+        timeout: config.database.sqlite_busy_timeout_ms,
+        migrationsTransactionMode: 'each',
+        logging: false,
+      });
+    }
+    await source.initialize();
+    return new Database(source, kind);
+  }
+
+  /** migrate applies every pending migration and returns the names it applied. */
+  async migrate(): Promise<string[]> {
+    return this.serialized(async () => {
+      const applied = await this.source.runMigrations();
+      return applied.map((m) => m.name);
+    });
+  }
+
+  /** pendingMigrations tells whether the schema is behind the code. */
+  async pendingMigrations(): Promise<boolean> {
+    return this.serialized(() => this.source.showMigrations());
+  }
+
+  /** work runs fn as one transaction; on SQLite no other read or unit of work runs meanwhile. */
+  work<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+    return this.serialized(() => this.source.transaction(fn));
+  }
+
+  /** read runs fn without a transaction; on SQLite it still waits its turn, so it never sees uncommitted rows. */
+  read<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+    return this.serialized(() => fn(this.source.manager));
+  }
+
+  /** close waits for queued work and closes the connection or pool. */
+  async close(): Promise<void> {
+    await this.queue.catch(() => undefined);
+    if (this.source.isInitialized) await this.source.destroy();
+  }
+
+  private serialized<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.kind !== 'sqlite') return fn();
+    const run = this.queue.then(fn, fn);
+    // The queue only orders; a failure belongs to its caller, not to the next unit of work.
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+}
+
+/** isUniqueViolation tells whether a failed statement broke a unique index (a race two checks lost). */
+export function isUniqueViolation(err: unknown): boolean {
+  const e = err as { code?: string; driverError?: { code?: string } };
+  const code = e.driverError?.code ?? e.code;
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+}

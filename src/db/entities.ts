@@ -1,0 +1,302 @@
+/**
+ * Entity schemas (not decorators: tsx/esbuild emit no decorator metadata, so every column names
+ * its type). Column names are SPEC's field names. Times are stored as epoch milliseconds in a
+ * bigint column on both databases, and sizes as bigint: the transformers below hand the rest of
+ * the code numbers and Dates whichever database answered (pg returns bigint as a string).
+ */
+import { EntitySchema, type ValueTransformer } from 'typeorm';
+
+/** bigintNumber reads a bigint column as a JavaScript number (sizes and ids stay below 2^53). */
+export const bigintNumber: ValueTransformer = {
+  to: (v: unknown) => v,
+  from: (v: unknown) => (v === null || v === undefined ? v : Number(v)),
+};
+
+/** epochTime stores a Date as epoch milliseconds and reads it back as a Date. */
+export const epochTime: ValueTransformer = {
+  to: (v: unknown) => (v instanceof Date ? v.getTime() : v),
+  from: (v: unknown) => (v === null || v === undefined ? v : new Date(Number(v))),
+};
+
+const time = (nullable = false) => ({ type: 'bigint', nullable, transformer: epochTime }) as const;
+
+/** UserRow is a user account, SPEC's User plus DESIGN.md's extension flags. */
+export interface UserRow {
+  id: number;
+  username: string;
+  /** lower-cased username: usernames are unique and looked up case-insensitively */
+  username_key: string;
+  password_hash: string | null;
+  name: string;
+  email: string;
+  notes: string;
+  ftp_permission: boolean;
+  web_permission: boolean;
+  sftp_permission: boolean;
+  dav_permission: boolean;
+  restapi_permission: boolean;
+  attachments_permission: boolean;
+  self_managed: boolean;
+  require_password_change: boolean;
+  site_admin: boolean;
+  allowed_ips: string;
+  user_root: string;
+  failed_logins: number;
+  failed_login_window_start: Date | null;
+  locked_until: Date | null;
+  last_login_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export const UserEntity = new EntitySchema<UserRow>({
+  name: 'User',
+  tableName: 'users',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    username: { type: 'varchar', length: 50 },
+    username_key: { type: 'varchar', length: 50, unique: true },
+    password_hash: { type: 'varchar', length: 100, nullable: true },
+    name: { type: 'varchar', length: 50, default: '' },
+    email: { type: 'varchar', length: 50, default: '' },
+    notes: { type: 'text', default: '' },
+    ftp_permission: { type: 'boolean', default: true },
+    web_permission: { type: 'boolean', default: true },
+    sftp_permission: { type: 'boolean', default: true },
+    dav_permission: { type: 'boolean', default: true },
+    restapi_permission: { type: 'boolean', default: true },
+    attachments_permission: { type: 'boolean', default: false },
+    self_managed: { type: 'boolean', default: true },
+    require_password_change: { type: 'boolean', default: false },
+    site_admin: { type: 'boolean', default: false },
+    allowed_ips: { type: 'text', default: '' },
+    user_root: { type: 'varchar', length: 250, default: '' },
+    failed_logins: { type: 'integer', default: 0 },
+    failed_login_window_start: time(true),
+    locked_until: time(true),
+    last_login_at: time(true),
+    created_at: time(),
+    updated_at: time(),
+  },
+});
+
+/** GroupRow is a group of users. */
+export interface GroupRow {
+  id: number;
+  name: string;
+  notes: string;
+  created_at: Date;
+}
+
+export const GroupEntity = new EntitySchema<GroupRow>({
+  name: 'Group',
+  tableName: 'groups',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    name: { type: 'varchar', length: 50 },
+    notes: { type: 'text', default: '' },
+    created_at: time(),
+  },
+});
+
+/** MembershipRow says user_id belongs to group_id; both sides (group_ids, user_ids) read it. */
+export interface MembershipRow {
+  group_id: number;
+  user_id: number;
+}
+
+export const MembershipEntity = new EntitySchema<MembershipRow>({
+  name: 'Membership',
+  tableName: 'group_memberships',
+  columns: {
+    group_id: { type: 'integer', primary: true },
+    user_id: { type: 'integer', primary: true },
+  },
+});
+
+/** PermissionLevel is SPEC's four levels plus DESIGN.md's Folder Admin `admin`. */
+export type PermissionLevel = 'full' | 'readonly' | 'writeonly' | 'previewonly' | 'admin';
+
+/** PermissionRow grants one user or one group one level on one folder path and below. */
+export interface PermissionRow {
+  id: number;
+  path: string;
+  permission: PermissionLevel;
+  user_id: number | null;
+  group_id: number | null;
+  created_at: Date;
+}
+
+export const PermissionEntity = new EntitySchema<PermissionRow>({
+  name: 'Permission',
+  tableName: 'permissions',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    path: { type: 'varchar', length: 5000 },
+    permission: { type: 'varchar', length: 20 },
+    user_id: { type: 'integer', nullable: true },
+    group_id: { type: 'integer', nullable: true },
+    created_at: time(),
+  },
+});
+
+/** NotificationRow subscribes a user to e-mail about changes in a folder path and below. */
+export interface NotificationRow {
+  id: number;
+  path: string;
+  user_id: number;
+  created_at: Date;
+}
+
+export const NotificationEntity = new EntitySchema<NotificationRow>({
+  name: 'Notification',
+  tableName: 'notifications',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    path: { type: 'varchar', length: 5000 },
+    user_id: { type: 'integer' },
+    created_at: time(),
+  },
+});
+
+/** ApiKeyRow is an API key; only a SHA-256 digest of the key is kept (the key is shown once). */
+export interface ApiKeyRow {
+  id: number;
+  user_id: number | null;
+  key_digest: string;
+  /** the key's first characters, so a user can tell keys apart without the secret */
+  key_prefix: string;
+  descriptive_label: string;
+  description: string;
+  name: string;
+  permission_set: string;
+  platform: string;
+  created_at: Date;
+  expires_at: Date | null;
+  last_use_at: Date | null;
+}
+
+export const ApiKeyEntity = new EntitySchema<ApiKeyRow>({
+  name: 'ApiKey',
+  tableName: 'api_keys',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    user_id: { type: 'integer', nullable: true },
+    key_digest: { type: 'varchar', length: 64, unique: true },
+    key_prefix: { type: 'varchar', length: 16 },
+    descriptive_label: { type: 'varchar', length: 100 },
+    description: { type: 'text', default: '' },
+    name: { type: 'varchar', length: 100, default: '' },
+    permission_set: { type: 'varchar', length: 30, default: 'full' },
+    platform: { type: 'varchar', length: 50, default: '' },
+    created_at: time(),
+    expires_at: time(true),
+    last_use_at: time(true),
+  },
+});
+
+/** SessionRow is a REST session; the id handed to the client is a secret, so only its digest is kept. */
+export interface SessionRow {
+  id_digest: string;
+  user_id: number;
+  ip: string;
+  interface: string;
+  reauthentication_failures: number;
+  created_at: Date;
+  last_active_at: Date;
+}
+
+export const SessionEntity = new EntitySchema<SessionRow>({
+  name: 'Session',
+  tableName: 'sessions',
+  columns: {
+    id_digest: { type: 'varchar', length: 64, primary: true },
+    user_id: { type: 'integer' },
+    ip: { type: 'varchar', length: 45, default: '' },
+    interface: { type: 'varchar', length: 20 },
+    reauthentication_failures: { type: 'integer', default: 0 },
+    created_at: time(),
+    last_active_at: time(),
+  },
+});
+
+/** ActionRow is one audited operation (SPEC's Action). user_id is kept after the user is deleted. */
+export interface ActionRow {
+  id: number;
+  when: Date;
+  action: string;
+  path: string;
+  source: string;
+  destination: string;
+  display: string;
+  ip: string;
+  user_id: number | null;
+  username: string;
+  interface: string;
+  failure_type: string;
+  targets: string;
+}
+
+export const ActionEntity = new EntitySchema<ActionRow>({
+  name: 'Action',
+  tableName: 'actions',
+  columns: {
+    id: { type: 'bigint', primary: true, generated: 'increment', transformer: bigintNumber },
+    when: time(),
+    action: { type: 'varchar', length: 30 },
+    path: { type: 'varchar', length: 5000, default: '' },
+    source: { type: 'varchar', length: 5000, default: '' },
+    destination: { type: 'varchar', length: 5000, default: '' },
+    display: { type: 'text', default: '' },
+    ip: { type: 'varchar', length: 45, default: '' },
+    user_id: { type: 'integer', nullable: true },
+    username: { type: 'varchar', length: 50, default: '' },
+    interface: { type: 'varchar', length: 20, default: '' },
+    failure_type: { type: 'varchar', length: 50, default: '' },
+    targets: { type: 'text', default: '[]' },
+  },
+});
+
+/** FileRow is one file or folder of the site tree; bytes live in the blob store under blob_id. */
+export interface FileRow {
+  id: number;
+  path: string;
+  parent: string;
+  name: string;
+  type: 'file' | 'directory';
+  size: number | null;
+  mtime: Date;
+  md5: string | null;
+  crc32: string | null;
+  blob_id: string | null;
+}
+
+export const FileEntity = new EntitySchema<FileRow>({
+  name: 'File',
+  tableName: 'files',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    path: { type: 'varchar', length: 600, unique: true },
+    parent: { type: 'varchar', length: 600 },
+    name: { type: 'varchar', length: 300 },
+    type: { type: 'varchar', length: 10 },
+    size: { type: 'bigint', nullable: true, transformer: bigintNumber },
+    mtime: time(),
+    md5: { type: 'varchar', length: 32, nullable: true },
+    crc32: { type: 'varchar', length: 8, nullable: true },
+    blob_id: { type: 'varchar', length: 64, nullable: true },
+  },
+});
+
+/** entities lists every schema the data source knows. */
+export const entities = [
+  UserEntity,
+  GroupEntity,
+  MembershipEntity,
+  PermissionEntity,
+  NotificationEntity,
+  ApiKeyEntity,
+  SessionEntity,
+  ActionEntity,
+  FileEntity,
+];

@@ -1,0 +1,4 @@
+import { Initial1763769600000 } from './0001-initial.ts';
+
+/** migrations lists every schema migration in the order they apply. */
+export const migrations = [Initial1763769600000];

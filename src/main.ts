@@ -1,0 +1,71 @@
+/**
+ * The gateway process: settings → core (migrated) → site admin on first start → TLS → front ends
+ * in order → one `ready` line. `stop` closes the front ends in reverse order, then the core.
+ */
+import { randomBytes } from 'node:crypto';
+import { createCore, type Core, type FrontEnd } from './core/index.ts';
+import type { Config } from './config.ts';
+import type { Logger } from './log.ts';
+import { loadTls } from './tls.ts';
+import { restFrontEnd } from '../protocols/rest/server.ts';
+
+/** Gateway is a running gateway: its core, the bound ports and a way to stop it. */
+export interface Gateway {
+  core: Core;
+  ports: Record<string, number>;
+  stop(): Promise<void>;
+}
+
+/** frontEnds lists the listeners with the setting that holds each one's port, in start order. */
+function frontEnds(config: Config): { port: number | null; frontEnd: FrontEnd }[] {
+  return [{ port: config.ports.https, frontEnd: restFrontEnd() }];
+}
+
+/** startGateway runs the whole process but signals; tests call it in-process on port 0. */
+export async function startGateway(
+  config: Config,
+  log: Logger,
+  opts: { announce?: (line: string) => void } = {},
+): Promise<Gateway> {
+  const core = await createCore(config, log);
+  const started: FrontEnd[] = [];
+  try {
+    const password = config.admin.password || randomBytes(12).toString('base64url');
+    const admin = await core.users.bootstrapAdmin(config.admin.username, password);
+    if (admin && !config.admin.password) {
+      // Printed once: the operator has no other way to learn it.
+      (opts.announce ?? console.log)(`Created site admin "${admin.username}" with password: ${password}`);
+    } else if (admin) {
+      log.info('created site admin', { username: admin.username });
+    }
+    const tls = await loadTls(config, log);
+    const ports: Record<string, number> = {};
+    for (const { port, frontEnd } of frontEnds(config)) {
+      if (port === null) continue;
+      const bound = await frontEnd.start(core, { host: config.bind, port, tls });
+      started.push(frontEnd);
+      ports[frontEnd.name] = bound.port;
+    }
+    if (!config.public_url && ports.https !== undefined)
+      config.public_url = `https://127.0.0.1:${ports.https}`;
+    log.info('ready', { ports, database: core.db.kind, data_dir: config.data_dir });
+    return {
+      core,
+      ports,
+      async stop() {
+        for (const fe of started.reverse()) {
+          await fe
+            .stop()
+            .catch((err: unknown) =>
+              log.error('stopping front end failed', { frontEnd: fe.name, error: String(err) }),
+            );
+        }
+        await core.close();
+      },
+    };
+  } catch (err) {
+    for (const fe of started.reverse()) await fe.stop().catch(() => undefined);
+    await core.close();
+    throw err;
+  }
+}
