@@ -50,11 +50,9 @@ const positiveInt = z.coerce.number().int().positive();
 const schema = z.object({
   data_dir: z.string().min(1),
   database: z.object({
-    url: z
-      .string()
-      .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), {
-        message: 'empty (SQLite) or postgres://…',
-      }),
+    url: z.string().refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), {
+      message: 'empty (SQLite) or postgres://…',
+    }),
     pool_size: positiveInt,
     sqlite_busy_timeout_ms: positiveInt,
   }),
@@ -105,7 +103,10 @@ const schema = z.object({
     ip_max_failures: positiveInt,
     ip_window_minutes: positiveInt,
   }),
-  api: z.object({ max_body_bytes: positiveInt }),
+  api: z.object({
+    max_body_bytes: positiveInt,
+    credential_cache_seconds: z.coerce.number().int().min(0).max(300),
+  }),
 });
 
 /** Config is the validated, typed settings object every part of the gateway reads. */

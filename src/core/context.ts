@@ -1,6 +1,7 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { Logger } from '../log.ts';
+import type { CredentialCache } from './accounts/credential-cache.ts';
 import type { Paginator } from './pagination.ts';
 
 /** CoreContext is what every core service shares: settings, database, logger, secret, paginator. */
@@ -11,4 +12,6 @@ export interface CoreContext {
   /** the site secret (SVC_SECRET or the generated one): signs URLs, encrypts cursors */
   readonly secret: string;
   readonly paginator: Paginator;
+  /** verified API keys, kept briefly; cleared on any account change */
+  readonly credentials: CredentialCache;
 }

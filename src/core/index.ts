@@ -11,6 +11,7 @@ import type { Logger } from '../log.ts';
 import { ApiKeys } from './accounts/api-keys.ts';
 import { Groups } from './accounts/groups.ts';
 import { LoginGate } from './accounts/login.ts';
+import { CredentialCache } from './accounts/credential-cache.ts';
 import { Sessions } from './accounts/sessions.ts';
 import { Users } from './accounts/users.ts';
 import { Permissions } from './access/permissions.ts';
@@ -109,7 +110,14 @@ export async function createCore(
     throw err;
   }
   const secret = loadSecret(config);
-  const ctx: CoreContext = { config, db, log, secret, paginator: new Paginator(secret) };
+  const ctx: CoreContext = {
+    config,
+    db,
+    log,
+    secret,
+    paginator: new Paginator(secret),
+    credentials: new CredentialCache(config.api.credential_cache_seconds * 1000),
+  };
   const gate = new LoginGate(ctx);
   const apiKeys = new ApiKeys(ctx);
   return {
@@ -125,9 +133,10 @@ export async function createCore(
     gate,
     namespace: new Namespace(ctx),
     async authenticateApiKey(key, iface, ip) {
-      const row = await apiKeys.lookup(key);
-      if (!row) throw new GatewayError('not-authenticated/invalid-credentials', 'Invalid or expired API key');
-      return gate.authenticateKey(row, iface, ip);
+      const found = await apiKeys.lookup(key);
+      if (!found)
+        throw new GatewayError('not-authenticated/invalid-credentials', 'Invalid or expired API key');
+      return gate.authenticateKey(found.row, found.owner, iface, ip);
     },
     close: () => db.close(),
   };

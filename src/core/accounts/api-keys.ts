@@ -24,6 +24,7 @@ import { GatewayError, modelSaveError } from '../errors.ts';
 import type { Page, PageRequest } from '../pagination.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
 import { dateTime, int, parseFields, text } from '../validation.ts';
+import type { CachedKey } from './credential-cache.ts';
 import { checkReauthentication } from './reauthentication.ts';
 
 /** ApiKey is a key as the API shows it; `key` only in the response that created it. */
@@ -214,14 +215,27 @@ export class ApiKeys {
         targets: [{ type: 'api_key', id }],
       });
     });
+    this.ctx.credentials.clear();
   }
 
-  /** lookup finds a live key by its text, refreshing last_use_at at most once per 3 hours. */
-  async lookup(key: string): Promise<ApiKeyRow | null> {
+  /**
+   * lookup finds a live key by its text with its owner, refreshing last_use_at at most once per
+   * 3 hours. Verified keys are kept in the credential cache for a few seconds.
+   */
+  async lookup(key: string): Promise<CachedKey | null> {
     if (!/^[0-9a-f]{64}$/.test(key)) return null;
-    const row = await this.ctx.db.read((em) => em.findOneBy(ApiKeyEntity, { key_digest: digestKey(key) }));
-    if (!row) return null;
+    const digest = digestKey(key);
     const now = Date.now();
+    const cached = this.ctx.credentials.get(digest);
+    if (cached) return cached.row.expires_at && cached.row.expires_at.getTime() <= now ? null : cached;
+    const found = await this.ctx.db.read(async (em) => {
+      const r = await em.findOneBy(ApiKeyEntity, { key_digest: digest });
+      const o = r?.user_id != null ? await em.findOneBy(UserEntity, { id: r.user_id }) : null;
+      return r ? { row: r, owner: o } : null;
+    });
+    // A key whose owner is gone is no key (the row cascades away; this covers the race).
+    if (!found || (found.row.user_id !== null && !found.owner)) return null;
+    const row = found.row;
     if (row.expires_at && row.expires_at.getTime() <= now) return null;
     if (!row.last_use_at || now - row.last_use_at.getTime() > LAST_USE_REFRESH_MS) {
       row.last_use_at = new Date(now);
@@ -229,7 +243,8 @@ export class ApiKeys {
         em.update(ApiKeyEntity, { id: row.id }, { last_use_at: row.last_use_at }),
       );
     }
-    return row;
+    this.ctx.credentials.set(digest, found);
+    return found;
   }
 
   private async insert(

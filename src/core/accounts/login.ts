@@ -108,11 +108,13 @@ export class LoginGate {
   }
 
   /** authenticateKey admits an API-key request: the key's owner must pass the flag and IP checks. No Action is recorded. */
-  async authenticateKey(row: ApiKeyRow, iface: Interface, ip: string): Promise<Principal> {
-    let user: UserRow | null = null;
-    if (row.user_id !== null) {
-      user = await this.ctx.db.read((em) => em.findOneBy(UserEntity, { id: row.user_id! }));
-      if (!user) throw new GatewayError('not-authenticated/invalid-credentials', 'Invalid API key');
+  async authenticateKey(
+    row: ApiKeyRow,
+    user: UserRow | null,
+    iface: Interface,
+    ip: string,
+  ): Promise<Principal> {
+    if (user) {
       await this.admit(user, iface, ip, false);
     } else if (!ipAllowed(ip, '', this.ctx.config.site.allowed_ips)) {
       throw new GatewayError(

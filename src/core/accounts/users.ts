@@ -13,7 +13,7 @@ import {
   type UserRow,
 } from '../../db/entities.ts';
 import { parseAllowedIps } from '../access/allowed-ips.ts';
-import { requireSiteAdmin } from '../access/guards.ts';
+import { requireFullKey, requireSiteAdmin } from '../access/guards.ts';
 import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, modelSaveError } from '../errors.ts';
@@ -149,6 +149,8 @@ export class Users {
 
   /** get shows one user: site admins see anyone, a user sees themself. */
   async get(p: Principal, id: number): Promise<User> {
+    // A restricted key (desktop_app, …) does no account functions, not even on its own user.
+    requireFullKey(p);
     if (p.user?.id !== id) requireSiteAdmin(p);
     return this.ctx.db.read(async (em) => {
       const row = await em.findOneBy(UserEntity, { id });
@@ -179,6 +181,7 @@ export class Users {
    * self_managed; everything else needs a site admin.
    */
   async update(p: Principal, id: number, input: unknown, reauthentication?: string): Promise<User> {
+    requireFullKey(p);
     const data = parseFields(updateSchema, input);
     if (!isSiteAdmin(p)) {
       const own = p.user?.id === id && p.user.self_managed;
@@ -190,7 +193,7 @@ export class Users {
       data.password === undefined
         ? undefined
         : await hashPassword(data.password, this.ctx.config.accounts.bcrypt_rounds);
-    return this.ctx.db.work(async (em) => {
+    const updated = await this.ctx.db.work(async (em) => {
       const row = await em.findOneBy(UserEntity, { id });
       if (!row) throw new GatewayError('not-found/user-not-found', `User ${id} not found`);
       if (data.site_admin !== undefined && !isSiteAdmin(p)) requireSiteAdmin(p);
@@ -209,6 +212,9 @@ export class Users {
       });
       return (await this.views(em, [row]))[0]!;
     });
+    // Flags, allowed_ips and passwords apply to this user's cached API keys at once (after commit).
+    this.ctx.credentials.clear();
+    return updated;
   }
 
   /** remove deletes a user with their memberships, permissions, keys and sessions; Actions stay. */
@@ -224,6 +230,7 @@ export class Users {
         targets: [{ type: 'user', id: row.id, username: row.username }],
       });
     });
+    this.ctx.credentials.clear();
   }
 
   /** bootstrapAdmin creates the first site admin when the database has no user yet (DESIGN.md). */

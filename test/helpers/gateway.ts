@@ -1,0 +1,206 @@
+/**
+ * Test fixtures shared by unit and protocol tests: a fresh database per core or gateway (a temp
+ * SQLite data dir, or a fresh PostgreSQL database when SVC_TEST_DATABASE_URL names a server), and
+ * an HTTPS client that trusts the gateway's own generated certificate.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { createCore, type Core } from '../../src/core/index.ts';
+import { createLogger } from '../../src/log.ts';
+import { startGateway } from '../../src/main.ts';
+
+/** TEST_DATABASE_URL selects PostgreSQL for the whole run (npm test leaves it empty for SQLite). */
+export const TEST_DATABASE_URL = process.env.SVC_TEST_DATABASE_URL ?? '';
+/** dbKind names the database this run tests, for test titles. */
+export const dbKind = TEST_DATABASE_URL ? 'postgres' : 'sqlite';
+
+let counter = 0;
+
+/** freshDatabase makes an empty PostgreSQL database on the test server and returns its URL and a drop. */
+async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `svc_t_${process.pid}_${Date.now()}_${counter++}`;
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(TEST_DATABASE_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+/** TestConfig is a config with its own data dir and database, and the cleanup of both. */
+export interface TestConfig {
+  config: Config;
+  cleanup: () => Promise<void>;
+}
+
+/** testConfig builds settings for one test core or gateway: port 0 everywhere, cheap bcrypt, quiet. */
+export async function testConfig(overrides: Record<string, unknown> = {}): Promise<TestConfig> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
+  const db = TEST_DATABASE_URL ? await freshDatabase() : null;
+  const base = {
+    data_dir: dir,
+    database: { url: db?.url ?? '' },
+    bind: '127.0.0.1',
+    ports: { https: 0, webdav: 'off', ftp: 'off', ftps: 'off', sftp: 'off' },
+    accounts: { bcrypt_rounds: 4 },
+    admin: { username: 'admin', password: 'admin-password' },
+    log_level: 'error',
+  };
+  const config = loadConfig({}, deepMerge(base, overrides));
+  return {
+    config,
+    cleanup: async () => {
+      await db?.drop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const av = out[k];
+    out[k] =
+      v && typeof v === 'object' && !Array.isArray(v) && av && typeof av === 'object' && !Array.isArray(av)
+        ? deepMerge(av as Record<string, unknown>, v as Record<string, unknown>)
+        : v;
+  }
+  return out;
+}
+
+/** TestCore is a migrated core on a fresh database, without listeners. */
+export interface TestCore {
+  core: Core;
+  config: Config;
+  close: () => Promise<void>;
+}
+
+/** openTestCore opens a core for unit tests. */
+export async function openTestCore(overrides: Record<string, unknown> = {}): Promise<TestCore> {
+  const { config, cleanup } = await testConfig(overrides);
+  const core = await createCore(config, createLogger('error', { silent: true }));
+  return {
+    core,
+    config,
+    close: async () => {
+      await core.close();
+      await cleanup();
+    },
+  };
+}
+
+/** Response is what the test HTTPS client read. */
+export interface Response {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  /** the body parsed as JSON, when it is JSON */
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** RequestOptions are the parts of a test request. */
+export interface RequestOptions {
+  headers?: Record<string, string>;
+  /** an object is sent as JSON; a string or Buffer as is (set Content-Type yourself) */
+  body?: unknown;
+  /** the client's source address, e.g. 127.0.0.2 for allowed_ips tests */
+  localAddress?: string;
+}
+
+/** TestGateway is a started gateway (HTTPS on a free port) with a client bound to it. */
+export interface TestGateway {
+  core: Core;
+  config: Config;
+  port: number;
+  /** a site-wide API key, made through the core */
+  siteKey: string;
+  request(method: string, urlPath: string, opts?: RequestOptions): Promise<Response>;
+  stop(): Promise<void>;
+}
+
+/** startTestGateway starts the whole gateway in-process, as `npm start` would, on port 0. */
+export async function startTestGateway(overrides: Record<string, unknown> = {}): Promise<TestGateway> {
+  const { config, cleanup } = await testConfig(overrides);
+  const gateway = await startGateway(config, createLogger('error', { silent: true }), {
+    announce: () => undefined,
+  });
+  const port = gateway.ports.https!;
+  const ca = readFileSync(path.join(config.data_dir, 'tls', 'cert.pem'));
+  const agent = new https.Agent({ ca, keepAlive: false });
+  const siteKey = (await gateway.core.apiKeys.createSiteWide('tests')).key!;
+  return {
+    core: gateway.core,
+    config,
+    port,
+    siteKey,
+    request: (method, urlPath, opts = {}) => httpsRequest(agent, port, method, urlPath, opts),
+    stop: async () => {
+      agent.destroy();
+      await gateway.stop();
+      await cleanup();
+    },
+  };
+}
+
+function httpsRequest(
+  agent: https.Agent,
+  port: number,
+  method: string,
+  urlPath: string,
+  opts: RequestOptions,
+): Promise<Response> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  let payload: Buffer | undefined;
+  if (opts.body !== undefined) {
+    if (typeof opts.body === 'string' || Buffer.isBuffer(opts.body)) payload = Buffer.from(opts.body);
+    else {
+      payload = Buffer.from(JSON.stringify(opts.body));
+      headers['Content-Type'] ??= 'application/json';
+    }
+    headers['Content-Length'] = String(payload.length);
+  }
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path: urlPath,
+        headers,
+        agent,
+        servername: 'localhost',
+        localAddress: opts.localAddress,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: unknown;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
