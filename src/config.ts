@@ -35,6 +35,9 @@ const boolish = z.union(
 const ipOrCidr = z.string().refine(
   (v) => {
     try {
+      // Only four-part decimal IPv4: ipaddr.js would read `10.0.0.010` as 10.0.0.8 (octal).
+      const addr = v.split('/')[0]!;
+      if (!addr.includes(':') && !ipaddr.IPv4.isValidFourPartDecimal(addr)) return false;
       if (v.includes('/')) ipaddr.parseCIDR(v);
       else ipaddr.parse(v);
       return true;

@@ -18,6 +18,9 @@ const builder = new XMLBuilder({
   attributeNamePrefix: '@_',
   textNodeName: '#text',
   suppressEmptyNode: true,
+  // fast-xml-parser writes an attribute valued "true" as a bare name (`<x nil/>`) by default, which
+  // is not well-formed XML; SPEC's null is `nil="true"`.
+  suppressBooleanAttributes: false,
   format: false,
 });
 

@@ -65,7 +65,9 @@ export function principal(ctx: RestContext): Principal {
 /** idParam reads an integer `:id` path segment; anything else is a 404 of that resource. */
 export function idParam(ctx: RestContext, notFound: GatewayError['type']): number {
   const raw = ctx.params.id ?? '';
-  if (!/^\d{1,15}$/.test(raw)) throw new GatewayError(notFound, `${raw} is not an id`);
+  // Ids are 32-bit columns; a larger number names nothing (and PostgreSQL refuses it in a query).
+  if (!/^\d{1,10}$/.test(raw) || Number(raw) > 2147483647)
+    throw new GatewayError(notFound, `${raw} is not an id`);
   return Number(raw);
 }
 

@@ -14,7 +14,11 @@ import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
 import type { RestContext, RestRouter, RestState } from './http.ts';
 import { apiKeyRoutes } from './routes/api_keys.ts';
+import { fileRoutes } from './routes/files.ts';
+import { folderRoutes } from './routes/folders.ts';
+import { transferRoutes } from './routes/transfers.ts';
 import { groupRoutes } from './routes/groups.ts';
+import { historyRoutes } from './routes/history.ts';
 import { notificationRoutes } from './routes/notifications.ts';
 import { permissionRoutes } from './routes/permissions.ts';
 import { sessionRoutes } from './routes/sessions.ts';
@@ -23,8 +27,9 @@ import { userRoutes } from './routes/users.ts';
 /** API_PREFIX is where SPEC's versioned API lives. */
 export const API_PREFIX = '/api/rest/v1';
 
-// On /files and /folders an extension is part of the file name (SPEC), never a format.
-const fileTree = /^\/(files|folders)(\/|$)/;
+// On /files and /folders an extension is part of the file name (SPEC), never a format; so it is
+// on /history/files and /history/folders, whose rest is a path too.
+const fileTree = /^\/(history\/)?(files|folders)(\/|$)/;
 
 function accountRoutes(router: RestRouter, core: Core): void {
   userRoutes(router, core);
@@ -32,6 +37,7 @@ function accountRoutes(router: RestRouter, core: Core): void {
   permissionRoutes(router, core);
   notificationRoutes(router, core);
   apiKeyRoutes(router, core);
+  historyRoutes(router, core);
 }
 
 /** toGatewayError turns the errors Koa and its middleware raise into SPEC types; null for bugs. */
@@ -96,11 +102,22 @@ export function buildApp(core: Core): Koa<RestState> {
       ctx.body = { status: 'ok' };
       return;
     }
+    // The router keeps a segment that is not valid percent-encoded UTF-8 as raw text (and would
+    // answer 404 or treat it as a name); DESIGN.md "Path errors" makes it a malformed path.
+    try {
+      decodeURIComponent(ctx.path);
+    } catch {
+      throw new GatewayError('bad-request/invalid-path', 'The path is not valid percent-encoded UTF-8');
+    }
     const versioned = ctx.path === API_PREFIX || ctx.path.startsWith(`${API_PREFIX}/`);
-    ctx.state.legacy = !versioned;
+    // Signed transfer URLs answer bytes, and their errors in JSON.
+    const transfer = /^\/(download|upload)\//.test(ctx.path);
+    ctx.state.legacy = !versioned && !transfer;
     ctx.state.format = 'json';
     const rest = versioned ? ctx.path.slice(API_PREFIX.length) : ctx.path;
-    if (fileTree.test(rest)) {
+    if (transfer) {
+      // no format negotiation
+    } else if (fileTree.test(rest)) {
       const chosen = ctx.accepts('application/json', 'application/xml', 'text/xml');
       if (chosen === false)
         throw new GatewayError(
@@ -130,6 +147,11 @@ export function buildApp(core: Core): Koa<RestState> {
       ctx.path = path;
     }
     await next();
+    // allowedMethods (without throw) has set Allow, which RFC 9110 requires on a 405; the body is
+    // SPEC's error object.
+    if ((ctx.status === 405 || ctx.status === 501) && ctx.body == null) {
+      throw new GatewayError('bad-request/method-not-allowed', 'This method is not allowed on this resource');
+    }
     if (ctx.status === 404 && ctx.body === undefined) {
       throw new GatewayError('not-found/resource-not-found', `No such resource: ${ctx.method} ${ctx.path}`);
     }
@@ -139,13 +161,21 @@ export function buildApp(core: Core): Koa<RestState> {
     if (withSessions) {
       const open = new Router<RestState>({ prefix });
       sessionRoutes(open, core);
-      app.use(open.routes()).use(open.allowedMethods({ throw: true }));
+      app.use(open.routes()).use(open.allowedMethods());
     }
     const guarded = new Router<RestState>({ prefix });
     guarded.use(authenticate(core) as RouterMiddleware<RestState>);
     accountRoutes(guarded, core);
-    app.use(guarded.routes()).use(guarded.allowedMethods({ throw: true }));
+    if (withSessions) {
+      // The file tree is in the versioned API only; the earlier form covers accounts.
+      folderRoutes(guarded, core);
+      fileRoutes(guarded, core);
+    }
+    app.use(guarded.routes()).use(guarded.allowedMethods());
   };
+  const transfers = new Router<RestState>();
+  transferRoutes(transfers, core);
+  app.use(transfers.routes()).use(transfers.allowedMethods());
   mount(API_PREFIX, true);
   mount('', false);
   return app;

@@ -14,11 +14,13 @@ import { LoginGate } from './accounts/login.ts';
 import { CredentialCache } from './accounts/credential-cache.ts';
 import { Sessions } from './accounts/sessions.ts';
 import { Users } from './accounts/users.ts';
+import { History } from './actions/history.ts';
 import { Permissions } from './access/permissions.ts';
 import type { CoreContext } from './context.ts';
 import { GatewayError } from './errors.ts';
 import { Notifications } from './events/notifications.ts';
-import { Namespace } from './files/namespace.ts';
+import { createBlobStore } from './files/blobstores/index.ts';
+import { Files } from './files/files.ts';
 import { Paginator } from './pagination.ts';
 import type { Interface, Principal } from './principal.ts';
 
@@ -31,6 +33,12 @@ export {
   type ModelErrors,
 } from './errors.ts';
 export { isSiteAdmin, operatorPrincipal, type Interface, type Principal } from './principal.ts';
+export type { Entry, ListOptions } from './files/namespace.ts';
+export type { FileSession, Download, WriteOptions } from './files/session.ts';
+export type { Upload } from './files/uploads.ts';
+export type { SignedDownload } from './files/files.ts';
+export type { ByteRange } from './files/blobstore.ts';
+export { resolveChroot, MAX_PATH } from './paths.ts';
 export type { Page, PageRequest } from './pagination.ts';
 export type { User } from './accounts/users.ts';
 export type { Group } from './accounts/groups.ts';
@@ -38,6 +46,7 @@ export type { ApiKey } from './accounts/api-keys.ts';
 export type { Permission } from './access/permissions.ts';
 export type { Notification } from './events/notifications.ts';
 export type { LoginRequest } from './accounts/login.ts';
+export type { Action, HistoryQuery } from './actions/history.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {
@@ -51,7 +60,11 @@ export interface Core {
   readonly apiKeys: ApiKeys;
   readonly sessions: Sessions;
   readonly gate: LoginGate;
-  readonly namespace: Namespace;
+  /** history answers SPEC's history endpoints (the last 24 hours of Actions) */
+  readonly history: History;
+  readonly files: Files;
+  /** namespace.mkdir creates a folder with its parents (fixtures and the CLI) */
+  readonly namespace: { mkdir(p: Principal, path: string): Promise<void> };
   /** authenticateApiKey admits a request carrying an API key, or throws not-authenticated. */
   authenticateApiKey(key: string, iface: Interface, ip: string): Promise<Principal>;
   /** close waits for queued database work and closes the database. */
@@ -95,7 +108,7 @@ function loadSecret(config: Config): string {
 export async function createCore(
   config: Config,
   log: Logger,
-  opts: { migrate?: boolean } = {},
+  opts: { migrate?: boolean; background?: boolean } = {},
 ): Promise<Core> {
   const db = await Database.open(config);
   try {
@@ -119,6 +132,8 @@ export async function createCore(
     credentials: new CredentialCache(config.api.credential_cache_seconds * 1000),
   };
   const gate = new LoginGate(ctx);
+  const files = new Files(ctx, await createBlobStore(config, config.data_dir));
+  if (opts.background !== false) files.startBackground();
   const apiKeys = new ApiKeys(ctx);
   return {
     config,
@@ -131,13 +146,22 @@ export async function createCore(
     apiKeys,
     sessions: new Sessions(ctx, gate),
     gate,
-    namespace: new Namespace(ctx),
+    history: new History(ctx),
+    files,
+    namespace: {
+      async mkdir(p, path) {
+        await files.session(p).mkdir(path, { parents: true });
+      },
+    },
     async authenticateApiKey(key, iface, ip) {
       const found = await apiKeys.lookup(key);
       if (!found)
         throw new GatewayError('not-authenticated/invalid-credentials', 'Invalid or expired API key');
       return gate.authenticateKey(found.row, found.owner, iface, ip);
     },
-    close: () => db.close(),
+    async close() {
+      await files.stop();
+      await db.close();
+    },
   };
 }

@@ -26,12 +26,18 @@ export interface PageWindow {
   offset: number;
   perPage: number;
   usedCursor: boolean;
+  /**
+   * snapshot is an optional number a list pins on its first page (e.g. the highest row id then)
+   * and gets back from every later cursor, so rows added meanwhile do not shift its pages.
+   */
+  snapshot?: number;
 }
 
 interface CursorState {
   l: string;
   o: number;
   n: number;
+  s?: number;
 }
 
 /** Paginator turns cursors into windows and windows back into cursors. */
@@ -71,7 +77,13 @@ export class Paginator {
       offset: state.o,
       perPage: state.n,
       usedCursor: true,
+      ...(state.s === undefined ? {} : { snapshot: state.s }),
     };
+  }
+
+  /** listOf names the list a cursor was made for (null for a cursor this site did not make). */
+  listOf(cursor: string): string | null {
+    return this.decode(cursor)?.l ?? null;
   }
 
   /**
@@ -81,12 +93,15 @@ export class Paginator {
   page<T>(w: PageWindow, rows: T[]): Page<T> {
     const hasNext = rows.length > w.perPage;
     const items = hasNext ? rows.slice(0, w.perPage) : rows;
+    const s = w.snapshot === undefined ? {} : { s: w.snapshot };
     return {
       items,
-      next: hasNext ? this.encode(w.page + 1, { l: w.list, o: w.offset + w.perPage, n: w.perPage }) : null,
+      next: hasNext
+        ? this.encode(w.page + 1, { l: w.list, o: w.offset + w.perPage, n: w.perPage, ...s })
+        : null,
       prev:
         w.usedCursor && w.offset > 0
-          ? this.encode(w.page - 1, { l: w.list, o: Math.max(0, w.offset - w.perPage), n: w.perPage })
+          ? this.encode(w.page - 1, { l: w.list, o: Math.max(0, w.offset - w.perPage), n: w.perPage, ...s })
           : null,
     };
   }
@@ -109,6 +124,7 @@ export class Paginator {
       const state = JSON.parse(json) as CursorState;
       if (typeof state.l !== 'string' || !Number.isInteger(state.o) || !Number.isInteger(state.n))
         return null;
+      if (state.s !== undefined && !Number.isInteger(state.s)) return null;
       return state;
     } catch {
       return null;

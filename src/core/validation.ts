@@ -21,15 +21,24 @@ export const bool = z.union(
   { error: 'must be true or false' },
 );
 
-/** int accepts an integer or its decimal string. */
+// Every id column is a 32-bit integer: PostgreSQL fails a query comparing one with a larger
+// number (a 500), so numbers outside that range are refused here, as a field error.
+const int32 = z
+  .number()
+  .int()
+  .min(-2147483648, { error: 'is out of range' })
+  .max(2147483647, { error: 'is out of range' });
+
+/** int accepts an integer in the id columns' 32-bit range, or its decimal string. */
 export const int = z.union(
   [
-    z.number().int(),
+    int32,
     z
       .string()
       .trim()
       .regex(/^-?\d+$/)
-      .transform(Number),
+      .transform(Number)
+      .pipe(int32),
   ],
   { error: 'must be an integer' },
 );
@@ -49,7 +58,8 @@ export const idList = z.union(
       .string()
       .trim()
       .regex(/^(\d+(\s*,\s*\d+)*)?$/)
-      .transform((v) => (v === '' ? [] : v.split(',').map((s) => Number(s.trim())))),
+      .transform((v) => (v === '' ? [] : v.split(',').map((s) => Number(s.trim()))))
+      .pipe(z.array(int32)),
   ],
   { error: 'must be a comma-separated list of ids' },
 );

@@ -288,6 +288,84 @@ export const FileEntity = new EntitySchema<FileRow>({
   },
 });
 
+/** UploadRow is a multi-step REST upload in progress (SPEC "Upload lifecycle"), shared by every instance. */
+export interface UploadRow {
+  ref: string;
+  path: string;
+  user_id: number | null;
+  api_key_id: number | null;
+  interface: string;
+  ip: string;
+  /** the blob the finished file will be */
+  blob_id: string;
+  /** the object store's multipart upload id, when parts go straight to the store */
+  store_upload_id: string | null;
+  /** bytes of the old content kept at the start (SPEC `restart`) */
+  restart: number;
+  /** the old content's blob, captured at start so an overwrite meanwhile cannot change it */
+  restart_blob_id: string | null;
+  /** parts reserved to copy the kept bytes; client part n is part n + reserved_parts */
+  reserved_parts: number;
+  created_at: Date;
+  expires_at: Date;
+}
+
+export const UploadEntity = new EntitySchema<UploadRow>({
+  name: 'Upload',
+  tableName: 'uploads',
+  columns: {
+    ref: { type: 'varchar', length: 64, primary: true },
+    path: { type: 'varchar', length: 600 },
+    user_id: { type: 'integer', nullable: true },
+    api_key_id: { type: 'integer', nullable: true },
+    interface: { type: 'varchar', length: 20 },
+    ip: { type: 'varchar', length: 45, default: '' },
+    blob_id: { type: 'varchar', length: 64 },
+    store_upload_id: { type: 'varchar', length: 1024, nullable: true },
+    restart: { type: 'bigint', default: 0, transformer: bigintNumber },
+    restart_blob_id: { type: 'varchar', length: 64, nullable: true },
+    reserved_parts: { type: 'integer', default: 0 },
+    created_at: time(),
+    expires_at: time(),
+  },
+});
+
+/** UploadPartRow is one part the gateway itself received (local store), kept as a blob. */
+export interface UploadPartRow {
+  ref: string;
+  part_number: number;
+  blob_id: string;
+  size: number;
+  md5: string;
+}
+
+export const UploadPartEntity = new EntitySchema<UploadPartRow>({
+  name: 'UploadPart',
+  tableName: 'upload_parts',
+  columns: {
+    ref: { type: 'varchar', length: 64, primary: true },
+    part_number: { type: 'integer', primary: true },
+    blob_id: { type: 'varchar', length: 64 },
+    size: { type: 'bigint', transformer: bigintNumber },
+    md5: { type: 'varchar', length: 32 },
+  },
+});
+
+/** BlobGarbageRow is a blob no longer wanted; it is deleted after a grace period if still unreferenced. */
+export interface BlobGarbageRow {
+  blob_id: string;
+  since: Date;
+}
+
+export const BlobGarbageEntity = new EntitySchema<BlobGarbageRow>({
+  name: 'BlobGarbage',
+  tableName: 'blob_garbage',
+  columns: {
+    blob_id: { type: 'varchar', length: 64, primary: true },
+    since: time(),
+  },
+});
+
 /** entities lists every schema the data source knows. */
 export const entities = [
   UserEntity,
@@ -299,4 +377,7 @@ export const entities = [
   SessionEntity,
   ActionEntity,
   FileEntity,
+  UploadEntity,
+  UploadPartEntity,
+  BlobGarbageEntity,
 ];

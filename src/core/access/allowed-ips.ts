@@ -17,6 +17,7 @@ export function parseAllowedIps(text: string | readonly string[]): { ranges: Ran
   const invalid: string[] = [];
   for (const entry of entries) {
     try {
+      if (!isStandardForm(entry)) throw new Error('not a standard address');
       if (entry.includes('/')) {
         const [addr, bits] = ipaddr.parseCIDR(entry);
         ranges.push([
@@ -34,10 +35,30 @@ export function parseAllowedIps(text: string | readonly string[]): { ranges: Ran
   return { ranges, invalid };
 }
 
+// ipaddr.js also reads legacy IPv4 spellings (octal `010`, hex `0x0a`, `10.1`, a 32-bit number), so
+// an admin's zero-padded `10.0.0.010` would silently mean 10.0.0.8: IPv4 must be four-part decimal.
+function isStandardForm(entry: string): boolean {
+  const addr = entry.split('/')[0]!;
+  return addr.includes(':') || ipaddr.IPv4.isValidFourPartDecimal(addr);
+}
+
 function normalize(addr: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
   return addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()
     ? (addr as ipaddr.IPv6).toIPv4Address()
     : addr;
+}
+
+/**
+ * clientIp is the form every record and counter uses for a client address: IPv4-mapped IPv6
+ * (::ffff:a.b.c.d, as dual-stack sockets report IPv4 clients) becomes plain IPv4, so one client
+ * is one address in Actions and in the per-IP login limit.
+ */
+export function clientIp(ip: string): string {
+  try {
+    return normalize(ipaddr.parse(ip)).toString();
+  } catch {
+    return ip;
+  }
 }
 
 /** isBlank tells whether a list allows every address (no entries at all). */

@@ -125,7 +125,15 @@ export class ApiKeys {
       req,
     );
     const order: FindOptionsOrder<ApiKeyRow> = q.sort_by?.expires_at
-      ? { expires_at: q.sort_by.expires_at === 'asc' ? 'ASC' : 'DESC', id: 'ASC' }
+      ? {
+          // A key that never expires sorts after every date. Explicit, because SQLite and
+          // PostgreSQL place NULLs at opposite ends by default.
+          expires_at:
+            q.sort_by.expires_at === 'asc'
+              ? { direction: 'ASC', nulls: 'LAST' }
+              : { direction: 'DESC', nulls: 'FIRST' },
+          id: 'ASC',
+        }
       : { id: 'ASC' };
     const rows = await this.ctx.db.read((em) =>
       em.find(ApiKeyEntity, { where, order, skip: w.offset, take: w.perPage + 1 }),
@@ -228,6 +236,7 @@ export class ApiKeys {
     const now = Date.now();
     const cached = this.ctx.credentials.get(digest);
     if (cached) return cached.row.expires_at && cached.row.expires_at.getTime() <= now ? null : cached;
+    const generation = this.ctx.credentials.generation;
     const found = await this.ctx.db.read(async (em) => {
       const r = await em.findOneBy(ApiKeyEntity, { key_digest: digest });
       const o = r?.user_id != null ? await em.findOneBy(UserEntity, { id: r.user_id }) : null;
@@ -243,7 +252,7 @@ export class ApiKeys {
         em.update(ApiKeyEntity, { id: row.id }, { last_use_at: row.last_use_at }),
       );
     }
-    this.ctx.credentials.set(digest, found);
+    this.ctx.credentials.set(digest, found, generation);
     return found;
   }
 

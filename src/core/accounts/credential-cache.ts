@@ -16,8 +16,17 @@ export interface CachedKey {
 export class CredentialCache {
   private readonly entries = new Map<string, { value: CachedKey; at: number }>();
   private static readonly MAX_ENTRIES = 10_000;
+  private cleared = 0;
 
   constructor(private readonly ttlMs: number) {}
+
+  /**
+   * generation counts the clears. A caller reads it before it reads the database and hands it to
+   * set, so a lookup that was in flight while a change committed cannot cache what it read before.
+   */
+  get generation(): number {
+    return this.cleared;
+  }
 
   /** get returns a fresh entry for a key digest. */
   get(digest: string): CachedKey | undefined {
@@ -30,15 +39,16 @@ export class CredentialCache {
     return e.value;
   }
 
-  /** set remembers a verified key. */
-  set(digest: string, value: CachedKey): void {
-    if (this.ttlMs <= 0) return;
+  /** set remembers a verified key read in `generation`; a clear since then makes it a no-op. */
+  set(digest: string, value: CachedKey, generation: number): void {
+    if (this.ttlMs <= 0 || generation !== this.cleared) return;
     if (this.entries.size >= CredentialCache.MAX_ENTRIES) this.entries.clear();
     this.entries.set(digest, { value, at: Date.now() });
   }
 
   /** clear forgets everything: called on every change to users or keys. */
   clear(): void {
+    this.cleared += 1;
     this.entries.clear();
   }
 }

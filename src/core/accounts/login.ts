@@ -8,7 +8,7 @@
  */
 import { MoreThan, type EntityManager } from 'typeorm';
 import { ActionEntity, FileEntity, UserEntity, type ApiKeyRow, type UserRow } from '../../db/entities.ts';
-import { ipAllowed } from '../access/allowed-ips.ts';
+import { clientIp, ipAllowed } from '../access/allowed-ips.ts';
 import { recordAction, type FailureType } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
@@ -52,7 +52,8 @@ export class LoginGate {
   constructor(private readonly ctx: CoreContext) {}
 
   /** login runs the whole gate and records `login`, or `failedlogin` and throws. */
-  async login(req: LoginRequest): Promise<Principal> {
+  async login(request: LoginRequest): Promise<Principal> {
+    const req = { ...request, ip: clientIp(request.ip) };
     const { lockout } = this.ctx.config;
     const now = Date.now();
     const ipWindowStart = new Date(now - lockout.ip_window_minutes * 60_000);
@@ -78,7 +79,14 @@ export class LoginGate {
         'This user is locked out after too many failed logins; try again later',
       );
     }
-    if (!(await verifyPassword(req.password, user?.password_hash ?? null)) || !user) {
+    if (
+      !(await verifyPassword(
+        req.password,
+        user?.password_hash ?? null,
+        this.ctx.config.accounts.bcrypt_rounds,
+      )) ||
+      !user
+    ) {
       await this.fail(req, user, user ? 'password_mismatch' : 'username_not_found');
       throw new GatewayError(
         'not-authenticated/invalid-username-or-password',
@@ -112,8 +120,9 @@ export class LoginGate {
     row: ApiKeyRow,
     user: UserRow | null,
     iface: Interface,
-    ip: string,
+    rawIp: string,
   ): Promise<Principal> {
+    const ip = clientIp(rawIp);
     if (user) {
       await this.admit(user, iface, ip, false);
     } else if (!ipAllowed(ip, '', this.ctx.config.site.allowed_ips)) {

@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { LessThan } from 'typeorm';
 import { SessionEntity, UserEntity } from '../../db/entities.ts';
+import { clientIp } from '../access/allowed-ips.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import type { Interface, Principal } from '../principal.ts';
@@ -46,7 +47,8 @@ export class Sessions {
   }
 
   /** authenticate turns a session id into a principal, or throws not-authenticated. */
-  async authenticate(id: string, iface: Interface, ip: string): Promise<Principal> {
+  async authenticate(id: string, iface: Interface, rawIp: string): Promise<Principal> {
+    const ip = clientIp(rawIp);
     const invalid = () =>
       new GatewayError('not-authenticated/authentication-required', 'Invalid or expired session');
     if (!/^[0-9a-f]{64}$/.test(id)) throw invalid();

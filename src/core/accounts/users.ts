@@ -66,7 +66,9 @@ const username = text(50).pipe(
     // eslint-disable-next-line no-control-regex
     .regex(/^[^\s:/\\\u0000-\u001f\u007f](?:[^:/\\\u0000-\u001f\u007f]*[^\s:/\\\u0000-\u001f\u007f])?$/, {
       error: 'must not contain : / \\ or control characters, nor start or end with a space',
-    }),
+    })
+    // username_key (the lower-cased name, varchar(50)) can be longer than the name: 'İ' lowers to two.
+    .refine((v) => v.toLowerCase().length <= 50, { error: 'is too long (maximum is 50 characters)' }),
 );
 
 const password = text().pipe(
@@ -304,7 +306,11 @@ export class Users {
     } else if (data.username !== undefined) {
       row.username = data.username;
     }
-    if (data.require_password_change === true && !(data.web_permission ?? row.web_permission ?? true)) {
+    // SPEC: require_password_change requires web_permission, whichever of the two this call changes.
+    if (
+      (data.require_password_change ?? row.require_password_change ?? false) &&
+      !(data.web_permission ?? row.web_permission ?? true)
+    ) {
       throw modelSaveError({ require_password_change: ['requires web_permission'] });
     }
     const copied = [

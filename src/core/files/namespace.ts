@@ -1,58 +1,232 @@
 /**
- * The site tree's rows (DESIGN.md "Namespace in the database"). This first part holds folders
- * only, enough for the login gate's user_root check; files, listing and transfers build on it.
+ * The site tree's rows (DESIGN.md "Namespace in the database"): files and folders are rows, the
+ * bytes are blobs. Everything here runs inside a caller's unit of work on site paths, with no
+ * permission checks: FileSession (session.ts) authorizes, then calls these.
+ *
+ * Subtrees are selected with `substr(path, 1, n) = 'folder/'`, which is byte-exact and
+ * case-sensitive on SQLite and PostgreSQL alike (LIKE is case-insensitive on SQLite, and a range
+ * on `path` would depend on PostgreSQL's collation).
  */
-import type { EntityManager } from 'typeorm';
-import { FileEntity } from '../../db/entities.ts';
-import { requireCapability } from '../access/rights.ts';
-import type { CoreContext } from '../context.ts';
+import type { EntityManager, SelectQueryBuilder } from 'typeorm';
+import { BlobGarbageEntity, FileEntity, type FileRow } from '../../db/entities.ts';
 import { GatewayError } from '../errors.ts';
-import { ancestorsOf, normalizeFolderPath } from '../paths.ts';
-import type { Principal } from '../principal.ts';
+import { ancestorsOf, baseName, parentOf } from '../paths.ts';
 
-/** MAX_PATH is SPEC's limit for file and folder paths. */
-export const MAX_PATH = 550;
+/** Entry is SPEC's file or folder entry, in the path form of the session that asked. */
+export interface Entry {
+  path: string;
+  type: 'file' | 'directory';
+  size: number | null;
+  mtime: Date;
+  crc32: string | null;
+  md5: string | null;
+}
 
-/** Namespace reads and changes the tree's rows. */
-export class Namespace {
-  constructor(private readonly ctx: CoreContext) {}
+/** ROOT is the synthetic row of the site root, which always exists. */
+export const ROOT: FileRow = {
+  id: 0,
+  path: '',
+  parent: '',
+  name: '',
+  type: 'directory',
+  size: null,
+  mtime: new Date(0),
+  md5: null,
+  crc32: null,
+  blob_id: null,
+};
 
-  /** mkdir creates a folder and any missing parents; it needs write permission on the folder. */
-  async mkdir(p: Principal, input: string): Promise<void> {
-    const r = normalizeFolderPath(input, MAX_PATH);
-    if ('problem' in r) throw new GatewayError('bad-request/invalid-path', `Path ${r.problem}`);
-    if (r.path === '')
-      throw new GatewayError('processing-failure/destination-exists', 'The root folder always exists');
-    await this.ctx.db.work(async (em) => {
-      await requireCapability(em, p, 'write', r.path);
-      await this.ensureFolders(em, r.path);
-    });
+/** ListOptions orders and pages a folder listing (SPEC GET /folders). */
+export interface ListOptions {
+  sort: 'path' | 'size' | 'mtime';
+  direction: 'asc' | 'desc';
+  /** only names containing this text (case-insensitive) */
+  search?: string | undefined;
+  offset: number;
+  limit: number;
+}
+
+const charLength = (s: string) => [...s].length;
+
+/** subtree adds "path is strictly inside `folder`" to a query of the files table. */
+export function inSubtree<T extends object>(
+  qb: SelectQueryBuilder<T>,
+  alias: string,
+  folder: string,
+): SelectQueryBuilder<T> {
+  if (folder === '') return qb.andWhere(`${alias}.path <> ''`);
+  const prefix = `${folder}/`;
+  return qb.andWhere(`substr(${alias}.path, 1, :subLen) = :subPrefix`, {
+    subLen: charLength(prefix),
+    subPrefix: prefix,
+  });
+}
+
+/** getRow finds the row of a site path ('' is the root), or null. */
+export async function getRow(em: EntityManager, path: string): Promise<FileRow | null> {
+  if (path === '') return ROOT;
+  return em.findOneBy(FileEntity, { path });
+}
+
+/** requireFolder returns the folder row of `path`, or throws folder-not-found / folder-must-not-be-a-file. */
+export async function requireFolder(
+  em: EntityManager,
+  path: string,
+  missing: GatewayError['type'] = 'not-found/folder-not-found',
+): Promise<FileRow> {
+  const row = await getRow(em, path);
+  if (!row) throw new GatewayError(missing, `Folder /${path} does not exist`);
+  if (row.type !== 'directory')
+    throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${path} is a file, not a folder`);
+  return row;
+}
+
+/** listRows reads one page of a folder's children. */
+export async function listRows(em: EntityManager, folder: string, opts: ListOptions): Promise<FileRow[]> {
+  const dir = opts.direction === 'desc' ? 'DESC' : 'ASC';
+  const qb = em
+    .getRepository(FileEntity)
+    .createQueryBuilder('f')
+    .where('f.parent = :folder', { folder })
+    .andWhere("f.path <> ''");
+  if (opts.search) {
+    // ESCAPE makes % and _ in the search text literal on both databases.
+    const search = `%${opts.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    qb.andWhere(`lower(f.name) LIKE :search ESCAPE '\\'`, { search });
   }
+  if (opts.sort === 'size') qb.orderBy('f.size', dir).addOrderBy('f.name', dir);
+  else if (opts.sort === 'mtime') qb.orderBy('f.mtime', dir).addOrderBy('f.name', dir);
+  else qb.orderBy('f.name', dir);
+  return qb.skip(opts.offset).take(opts.limit).getMany();
+}
 
-  /** folderExists tells whether a folder row exists ('' , the root, always does). */
-  async folderExists(path: string): Promise<boolean> {
-    if (path === '') return true;
-    return this.ctx.db.read((em) => em.existsBy(FileEntity, { path, type: 'directory' }));
-  }
+/** hasChildren tells whether a folder holds anything. */
+export async function hasChildren(em: EntityManager, folder: string): Promise<boolean> {
+  return (
+    (await em
+      .getRepository(FileEntity)
+      .createQueryBuilder('f')
+      .where('f.parent = :folder', { folder })
+      .andWhere("f.path <> ''")
+      .limit(1)
+      .getCount()) > 0
+  );
+}
 
-  private async ensureFolders(em: EntityManager, path: string): Promise<void> {
-    for (const folder of ancestorsOf(path).slice(1)) {
-      const row = await em.findOneBy(FileEntity, { path: folder });
-      if (row?.type === 'file')
-        throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${folder} is a file`);
-      if (row) continue;
-      const slash = folder.lastIndexOf('/');
-      await em.insert(FileEntity, {
-        path: folder,
-        parent: slash < 0 ? '' : folder.slice(0, slash),
-        name: folder.slice(slash + 1),
-        type: 'directory',
-        size: null,
-        mtime: new Date(),
-        md5: null,
-        crc32: null,
-        blob_id: null,
-      });
-    }
+/** insertFolder adds one folder row; its parent must exist. */
+export async function insertFolder(em: EntityManager, path: string, mtime = new Date()): Promise<void> {
+  await em.insert(FileEntity, {
+    path,
+    parent: parentOf(path),
+    name: baseName(path),
+    type: 'directory',
+    size: null,
+    mtime,
+    md5: null,
+    crc32: null,
+    blob_id: null,
+  });
+}
+
+/** ensureFolders creates `path` and any missing ancestors as folders; a file in the way is an error. */
+export async function ensureFolders(em: EntityManager, path: string): Promise<void> {
+  for (const folder of ancestorsOf(path).slice(1)) {
+    const row = await getRow(em, folder);
+    if (row?.type === 'file')
+      throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${folder} is a file, not a folder`);
+    if (!row) await insertFolder(em, folder);
   }
+}
+
+/** markGarbage queues blobs for collection once no row refers to them (gc.ts). */
+export async function markGarbage(em: EntityManager, blobIds: (string | null)[]): Promise<void> {
+  const ids = [...new Set(blobIds.filter((b): b is string => !!b))];
+  for (const blob_id of ids) {
+    if (!(await em.existsBy(BlobGarbageEntity, { blob_id })))
+      await em.insert(BlobGarbageEntity, { blob_id, since: new Date() });
+  }
+}
+
+/** deleteTree deletes a row and, for a folder, everything below it; the blobs become garbage. */
+export async function deleteTree(em: EntityManager, row: FileRow): Promise<number> {
+  const repo = em.getRepository(FileEntity);
+  let blobs: (string | null)[] = [row.blob_id];
+  let count = 1;
+  if (row.type === 'directory') {
+    const below = await inSubtree(
+      repo.createQueryBuilder('f').select(['f.id', 'f.blob_id']),
+      'f',
+      row.path,
+    ).getMany();
+    blobs = blobs.concat(below.map((r) => r.blob_id));
+    count += below.length;
+    await repo
+      .createQueryBuilder()
+      .delete()
+      .where('substr(path, 1, :n) = :p', { n: charLength(`${row.path}/`), p: `${row.path}/` })
+      .execute();
+  }
+  await repo.delete({ id: row.id });
+  await markGarbage(em, blobs);
+  return count;
+}
+
+/** moveTree renames a row and, for a folder, every path below it. Bytes do not move. */
+export async function moveTree(em: EntityManager, row: FileRow, to: string): Promise<void> {
+  const repo = em.getRepository(FileEntity);
+  if (row.type === 'directory') {
+    const from = `${row.path}/`;
+    const n = charLength(from);
+    // path and parent of every descendant get the new prefix; parent of direct children is the folder itself.
+    await repo
+      .createQueryBuilder()
+      .update()
+      .set({
+        path: () => `:toPrefix || substr(path, ${n + 1})`,
+        parent: () =>
+          `CASE WHEN parent = :fromFolder THEN :toFolder ELSE :toPrefix || substr(parent, ${n + 1}) END`,
+      })
+      .where('substr(path, 1, :n) = :from', { n, from })
+      .setParameters({ toPrefix: `${to}/`, fromFolder: row.path, toFolder: to })
+      .execute();
+  }
+  await repo.update({ id: row.id }, { path: to, parent: parentOf(to), name: baseName(to) });
+}
+
+/** copyTree copies a row and, for a folder, everything below it. Copies share the immutable blobs. */
+export async function copyTree(em: EntityManager, row: FileRow, to: string): Promise<number> {
+  const repo = em.getRepository(FileEntity);
+  const copyRow = (r: FileRow, path: string) => ({
+    path,
+    parent: parentOf(path),
+    name: baseName(path),
+    type: r.type,
+    size: r.size,
+    mtime: r.mtime,
+    md5: r.md5,
+    crc32: r.crc32,
+    blob_id: r.blob_id,
+  });
+  await repo.insert(copyRow(row, to));
+  if (row.type !== 'directory') return 1;
+  const below = await inSubtree(repo.createQueryBuilder('f'), 'f', row.path)
+    .orderBy('f.path', 'ASC')
+    .getMany();
+  const n = row.path.length;
+  for (let i = 0; i < below.length; i += 200) {
+    await repo.insert(below.slice(i, i + 200).map((r) => copyRow(r, `${to}${r.path.slice(n)}`)));
+  }
+  return 1 + below.length;
+}
+
+/** toEntry turns a row into an Entry with the path as the session sees it. */
+export function toEntry(row: FileRow, visiblePath: string): Entry {
+  return {
+    path: visiblePath,
+    type: row.type,
+    size: row.type === 'directory' ? null : row.size,
+    mtime: row.mtime,
+    crc32: row.crc32,
+    md5: row.md5,
+  };
 }

@@ -91,3 +91,12 @@ describe('cursor pagination', () => {
     expect(p.window('users', { per_page: '10000' }).perPage).to.equal(10000);
   });
 });
+
+describe('client addresses', () => {
+  it('records IPv4-mapped IPv6 clients as IPv4 and IPv6 in its short form', async () => {
+    const { clientIp } = await import('../../../src/core/access/allowed-ips.ts');
+    expect(clientIp('::ffff:10.1.2.3')).to.equal('10.1.2.3');
+    expect(clientIp('2001:0db8:0:0:0:0:0:7')).to.equal('2001:db8::7');
+    expect(clientIp('127.0.0.1')).to.equal('127.0.0.1');
+  });
+});

@@ -1,0 +1,52 @@
+/** SPEC "Folders": list a folder's contents (paged, sorted, searched), create a folder. */
+import { GatewayError, type Core } from '../../../src/core/index.ts';
+import { principal, query, send, sendEmpty, type RestContext, type RestRouter } from '../http.ts';
+import { urlPath } from '../paths.ts';
+
+const sortKeys = { path: 'path', size: 'size', modified_at_datetime: 'mtime' } as const;
+
+function listOptions(q: Record<string, unknown>) {
+  const int = (name: string, dflt: number, max: number) => {
+    const v = q[name];
+    if (v === undefined || v === '') return dflt;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1 || n > max)
+      throw new GatewayError(
+        'bad-request/request-params-invalid',
+        `${name} must be an integer from 1 to ${max}`,
+      );
+    return n;
+  };
+  const perPage = int('per_page', 1000, 5000);
+  const page = int('page', 1, Number.MAX_SAFE_INTEGER);
+  let sort: 'path' | 'size' | 'mtime' = 'path';
+  let direction: 'asc' | 'desc' = 'asc';
+  const sortBy = q.sort_by;
+  if (sortBy !== undefined) {
+    const entries = typeof sortBy === 'object' && sortBy !== null ? Object.entries(sortBy) : [];
+    const [field, dir] = entries[0] ?? [];
+    if (entries.length !== 1 || !(field! in sortKeys) || (dir !== 'asc' && dir !== 'desc')) {
+      throw new GatewayError(
+        'bad-request/invalid-filter-field',
+        'sort_by takes one of path, size, modified_at_datetime with asc or desc',
+      );
+    }
+    sort = sortKeys[field as keyof typeof sortKeys];
+    direction = dir;
+  }
+  const search = typeof q.search === 'string' && q.search !== '' ? q.search : undefined;
+  return { sort, direction, search, offset: (page - 1) * perPage, limit: perPage };
+}
+
+/** folderRoutes registers /folders. */
+export function folderRoutes(router: RestRouter, core: Core): void {
+  const list = async (ctx: RestContext) => {
+    const session = core.files.session(principal(ctx));
+    send(ctx, 200, await session.list(urlPath(ctx, '/folders'), listOptions(query(ctx))), 'files');
+  };
+  router.get('/folders{/*path}', list);
+  router.post('/folders{/*path}', async (ctx: RestContext) => {
+    await core.files.session(principal(ctx)).mkdir(urlPath(ctx, '/folders'), { parents: true });
+    sendEmpty(ctx, 201);
+  });
+}

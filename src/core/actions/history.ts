@@ -1,0 +1,451 @@
+/**
+ * History (SPEC "History (recent actions)"): the Actions of the last 24 hours (SPEC "Limits"), by
+ * file, by folder, by user, the logins, or all of them with filters, one cursor-paginated page at
+ * a time. Every query is bounded by the `when` index (and (user_id, when) for a user's history);
+ * path tests are `substr(col, 1, n) = prefix`, which is exact and case-sensitive on SQLite and
+ * PostgreSQL alike (SQLite's LIKE ignores ASCII case, and PostgreSQL's ranges follow its collation).
+ */
+import { createHash } from 'node:crypto';
+import type { EntityManager, SelectQueryBuilder } from 'typeorm';
+import { ActionEntity, type ActionRow } from '../../db/entities.ts';
+import { requireFullKey, requireSiteAdmin } from '../access/guards.ts';
+import { rightsOn } from '../access/rights.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import type { Page, PageWindow } from '../pagination.ts';
+import { normalizeFolderPath, parentOf } from '../paths.ts';
+import { isSiteAdmin, type Principal } from '../principal.ts';
+
+/** Action is SPEC's Action resource (history record). */
+export interface Action {
+  id: number;
+  path: string;
+  when: Date;
+  destination: string;
+  source: string;
+  display: string;
+  ip: string;
+  targets: unknown[];
+  user_id: number | null;
+  username: string;
+  action: string;
+  failure_type: string;
+  interface: string;
+}
+
+/**
+ * HistoryQuery is the query string of a history request (values are strings, or objects for
+ * the bracket fields): start_at, end_at, display, cursor, per_page, sort_by, and on /history
+ * filter and filter_prefix.
+ */
+export type HistoryQuery = Record<string, unknown>;
+
+/** HISTORY_HOURS is how far back the history endpoints reach (SPEC "Limits"). */
+export const HISTORY_HOURS = 24;
+
+// SPEC "Limits": an action path is at most 5000 characters.
+const ACTION_PATH_MAX = 5000;
+
+type SortField = 'created_at' | 'user_id' | 'path' | 'folder';
+type SortDirection = 'asc' | 'desc';
+
+const SORT_FIELDS: readonly SortField[] = ['user_id', 'created_at'];
+const SORT_FIELDS_ALL: readonly SortField[] = ['path', 'folder', 'user_id', 'created_at'];
+const FILTER_FIELDS = ['user_id', 'folder', 'path'] as const;
+const FILTER_PREFIX_FIELDS = ['path'] as const;
+
+/** Listing is one history endpoint's selection: its cursor name, its sort fields, its WHERE. */
+interface Listing {
+  /** names the rows selected (endpoint and its arguments, not the sort): a cursor is only good for it */
+  name: string;
+  sortFields: readonly SortField[];
+  where(qb: SelectQueryBuilder<ActionRow>): void;
+}
+
+/** History answers SPEC's five history endpoints. */
+export class History {
+  constructor(private readonly ctx: CoreContext) {}
+
+  /**
+   * files lists the actions on one file: those whose path, source or destination is `path`. Any
+   * principal may ask; a user needs the `list` capability on the path (SPEC's history permission).
+   */
+  async files(p: Principal, path: string, q: HistoryQuery): Promise<Page<Action>> {
+    const file = sitePath(path);
+    if (file === '') throw new GatewayError('bad-request/request-params-required', 'A file path is required');
+    await this.requireHistoryPermission(p, file);
+    return this.list(q, {
+      name: `files:${file}`,
+      sortFields: SORT_FIELDS,
+      where: (qb) => qb.andWhere('(a.path = :file OR a.source = :file OR a.destination = :file)', { file }),
+    });
+  }
+
+  /**
+   * folders lists the actions on a folder and everything inside it (path, source or destination
+   * in the subtree). For the root ('') that is every action with a path: logins and account
+   * changes without one stay in the site admins' login and full history.
+   */
+  async folders(p: Principal, path: string, q: HistoryQuery): Promise<Page<Action>> {
+    const folder = sitePath(path);
+    await this.requireHistoryPermission(p, folder);
+    return this.list(q, {
+      name: `folders:${folder}`,
+      sortFields: SORT_FIELDS,
+      where: (qb) => {
+        if (folder === '') {
+          qb.andWhere("(a.path <> '' OR a.source <> '' OR a.destination <> '')");
+          return;
+        }
+        const prefix = `${folder}/`;
+        const n = [...prefix].length;
+        qb.andWhere(
+          '(a.path = :folder OR substr(a.path, 1, :n) = :prefix' +
+            ' OR a.source = :folder OR substr(a.source, 1, :n) = :prefix' +
+            ' OR a.destination = :folder OR substr(a.destination, 1, :n) = :prefix)',
+          { folder, prefix, n },
+        );
+      },
+    });
+  }
+
+  /** users lists one user's actions: site admins and site-wide keys for anyone, a user for themself. */
+  async users(p: Principal, userId: number, q: HistoryQuery): Promise<Page<Action>> {
+    requireFullKey(p);
+    if (p.user?.id !== userId) requireSiteAdmin(p);
+    return this.list(q, {
+      name: `users:${userId}`,
+      sortFields: SORT_FIELDS,
+      where: (qb) => qb.andWhere('a.user_id = :userId', { userId }),
+    });
+  }
+
+  /** login lists logins and failed logins, for site admins and site-wide keys. */
+  async login(p: Principal, q: HistoryQuery): Promise<Page<Action>> {
+    requireSiteAdmin(p);
+    return this.list(q, {
+      name: 'login',
+      sortFields: SORT_FIELDS,
+      where: (qb) => qb.andWhere('a.action IN (:...logins)', { logins: ['login', 'failedlogin'] }),
+    });
+  }
+
+  /**
+   * all lists every action, for site admins and site-wide keys, narrowed by `filter` (exact
+   * user_id; exact path; folder: actions directly in that folder, `/` for the top level) and
+   * `filter_prefix` (path starts with the text given, case-sensitive).
+   */
+  async all(p: Principal, q: HistoryQuery): Promise<Page<Action>> {
+    requireSiteAdmin(p);
+    const filter = parseFilter(q.filter, 'filter', FILTER_FIELDS);
+    const prefixFilter = parseFilter(q.filter_prefix, 'filter_prefix', FILTER_PREFIX_FIELDS);
+    const userId = filterUserId(filter.user_id);
+    const path = filterPath(filter.path, 'filter[path]');
+    const folder = filterPath(filter.folder, 'filter[folder]');
+    const prefix = filterPrefix(prefixFilter.path);
+    const parent = this.parentExpression();
+    return this.list(q, {
+      name: `all:${JSON.stringify([userId, path, folder, prefix])}`,
+      sortFields: SORT_FIELDS_ALL,
+      where: (qb) => {
+        if (userId !== null) qb.andWhere('a.user_id = :filterUserId', { filterUserId: userId });
+        if (path !== null) qb.andWhere('a.path = :filterPath', { filterPath: path });
+        if (folder !== null) {
+          // The folder an action is in is its path without the last segment; pathless actions are in none.
+          qb.andWhere(`${parent} = :filterFolder AND a.path <> ''`, {
+            filterFolder: folder === '' ? '' : `${folder}/`,
+          });
+        }
+        if (prefix !== null) {
+          qb.andWhere('substr(a.path, 1, :prefixLength) = :filterPrefix', {
+            filterPrefix: prefix,
+            prefixLength: [...prefix].length,
+          });
+        }
+      },
+    });
+  }
+
+  /** requireHistoryPermission lets a user see a path's history only with `list` on it. */
+  private async requireHistoryPermission(p: Principal, path: string): Promise<void> {
+    requireFullKey(p);
+    if (isSiteAdmin(p)) return;
+    const caps = await this.ctx.db.read((em) => rightsOn(em, p, path));
+    if (!caps.has('list')) {
+      throw new GatewayError(
+        'not-authorized/history-permission-required',
+        `You need list permission on /${path} to see its history`,
+      );
+    }
+  }
+
+  /** list runs one listing: the common parameters, the 24-hour floor, the sort and the page. */
+  private async list(q: HistoryQuery, listing: Listing): Promise<Page<Action>> {
+    const start = parseTime(q.start_at, 'start_at');
+    const end = parseTime(q.end_at, 'end_at');
+    const display = parseDisplay(q.display);
+    const sort = parseSort(q.sort_by, listing.sortFields);
+    // The cursor names the selection (hashed: paths may be 5000 characters) and the sort, so a
+    // cursor is refused by another listing, and by this one under another sort.
+    const digest = createHash('sha256')
+      .update(JSON.stringify([listing.name, start?.getTime() ?? null, end?.getTime() ?? null]))
+      .digest('base64url')
+      .slice(0, 22);
+    const base = `history:${digest}:sort=`;
+    const w = this.window(`${base}${sort.field}:${sort.direction}`, base, q);
+    const floor = Date.now() - HISTORY_HOURS * 3_600_000;
+    const rows = await this.ctx.db.read(async (em) => {
+      // Pin the newest action on the first page, so actions recorded while a client pages do not
+      // shift the later pages; the cursor carries the pin.
+      w.snapshot ??= await this.newestId(em);
+      const qb = em
+        .createQueryBuilder(ActionEntity, 'a')
+        .where('a.when > :floor', { floor })
+        .andWhere('a.id <= :snapshot', { snapshot: w.snapshot });
+      if (start) qb.andWhere('a.when >= :startAt', { startAt: start.getTime() });
+      if (end) qb.andWhere('a.when < :endAt', { endAt: end.getTime() });
+      listing.where(qb);
+      this.order(qb, sort.field, sort.direction);
+      return qb
+        .offset(w.offset)
+        .limit(w.perPage + 1)
+        .getMany();
+    });
+    return this.ctx.paginator.page(
+      w,
+      rows.map((r) => view(r, display)),
+    );
+  }
+
+  /** window reads the cursor; one made by this listing under another sort gets its own error type. */
+  private window(list: string, base: string, q: HistoryQuery): PageWindow {
+    // A repeated or bracketed parameter arrives as an array or object, never a cursor or a number.
+    if (q.cursor !== undefined && typeof q.cursor !== 'string')
+      throw new GatewayError('bad-request/invalid-cursor', 'Invalid cursor');
+    if (q.per_page !== undefined && typeof q.per_page !== 'string' && typeof q.per_page !== 'number')
+      throw new GatewayError('bad-request/request-params-invalid', 'per_page must be an integer');
+    try {
+      return this.ctx.paginator.window(list, { cursor: q.cursor, per_page: q.per_page });
+    } catch (err) {
+      if (err instanceof GatewayError && err.type === 'bad-request/invalid-cursor') {
+        const madeFor = typeof q.cursor === 'string' ? this.ctx.paginator.listOf(q.cursor) : null;
+        if (madeFor !== null && madeFor !== list && madeFor.startsWith(base)) {
+          throw new GatewayError(
+            'bad-request/invalid-cursor-type-for-sort',
+            'This cursor was made for another sort_by; send the same sort_by on every page',
+          );
+        }
+      }
+      throw err;
+    }
+  }
+
+  private async newestId(em: EntityManager): Promise<number> {
+    const raw = await em
+      .createQueryBuilder(ActionEntity, 'a')
+      .select('MAX(a.id)', 'newest')
+      .getRawOne<{ newest: unknown }>();
+    return raw?.newest == null ? 0 : Number(raw.newest);
+  }
+
+  /** order applies the sort, then newest first, then id, so every order is total and stable. */
+  private order(qb: SelectQueryBuilder<ActionRow>, field: SortField, direction: SortDirection): void {
+    const dir = direction === 'asc' ? 'ASC' : 'DESC';
+    // Paths sort by code point on both databases (PostgreSQL would otherwise use its collation).
+    const binary = this.ctx.db.kind === 'postgres' ? ' COLLATE "C"' : '';
+    switch (field) {
+      case 'created_at':
+        qb.orderBy('a.when', dir).addOrderBy('a.id', dir);
+        return;
+      case 'user_id':
+        // Actions without a user (site-wide keys, unknown usernames) sort as user 0.
+        qb.orderBy('COALESCE(a.user_id, 0)', dir);
+        break;
+      case 'path':
+        qb.orderBy(`a.path${binary}`, dir);
+        break;
+      case 'folder':
+        qb.orderBy(`${this.parentExpression()}${binary}`, dir).addOrderBy(`a.path${binary}`, dir);
+        break;
+    }
+    qb.addOrderBy('a.when', 'DESC').addOrderBy('a.id', 'DESC');
+  }
+
+  /**
+   * parentExpression is the SQL of an action's folder with a trailing slash ('a/b/' for 'a/b/c',
+   * '' for 'c'): rtrim strips every trailing character that is not a slash, on both databases.
+   */
+  private parentExpression(): string {
+    return "rtrim(a.path, replace(a.path, '/', ''))";
+  }
+}
+
+/** view turns a row into SPEC's Action; display=parent shows the folder the action happened in. */
+function view(r: ActionRow, display: 'full' | 'parent'): Action {
+  let targets: unknown[] = [];
+  try {
+    const parsed: unknown = JSON.parse(r.targets);
+    if (Array.isArray(parsed)) targets = parsed;
+  } catch {
+    // A row written by hand with bad JSON shows no targets rather than failing the whole page.
+  }
+  return {
+    id: r.id,
+    path: r.path,
+    when: r.when,
+    destination: r.destination,
+    source: r.source,
+    display: display === 'parent' && r.path !== '' ? `/${parentOf(r.path)}` : r.display,
+    ip: r.ip,
+    targets,
+    user_id: r.user_id,
+    username: r.username,
+    action: r.action,
+    failure_type: r.failure_type,
+    interface: r.interface,
+  };
+}
+
+/** sitePath normalizes the path of a file or folder history request ('' is the root). */
+function sitePath(input: string): string {
+  const r = normalizeFolderPath(input, ACTION_PATH_MAX);
+  if ('problem' in r) throw new GatewayError('bad-request/invalid-path', `The path ${r.problem}`);
+  return r.path;
+}
+
+// ISO 8601 date or date-time. A space before the offset is read as '+': an unencoded '+' in a
+// query string arrives as a space.
+const ISO_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(Z|[+\- ]\d{2}(?::?\d{2})?)?)?$/i;
+
+/**
+ * parseTime reads start_at or end_at: blank is none, anything but an ISO 8601 date-time is
+ * `bad-request/datetime-parse`. A date-time without an offset is UTC, a date alone its midnight UTC.
+ */
+function parseTime(raw: unknown, name: string): Date | null {
+  if (raw === undefined || raw === null) return null;
+  const bad = () =>
+    new GatewayError(
+      'bad-request/datetime-parse',
+      `${name} must be an ISO 8601 date-time, like 2024-05-01T12:00:00Z`,
+    );
+  if (typeof raw !== 'string') throw bad();
+  const s = raw.trim();
+  if (s === '') return null;
+  const m = ISO_TIME.exec(s);
+  if (!m) throw bad();
+  const [, y, mo, d, h = '00', mi = '00', sec = '00', frac = '', zone] = m;
+  const year = Number(y);
+  const month = Number(mo);
+  const day = Number(d);
+  const calendar = new Date(Date.UTC(year, month - 1, day));
+  if (calendar.getUTCMonth() !== month - 1 || calendar.getUTCDate() !== day) throw bad();
+  if (Number(h) > 23 || Number(mi) > 59 || Number(sec) > 59) throw bad();
+  let offset = 'Z';
+  if (zone && zone.toUpperCase() !== 'Z') {
+    const sign = zone[0] === '-' ? '-' : '+';
+    const digits = zone.slice(1).replace(':', '');
+    const oh = digits.slice(0, 2);
+    const om = digits.slice(2) || '00';
+    if (Number(oh) > 23 || Number(om) > 59) throw bad();
+    offset = `${sign}${oh}:${om}`;
+  }
+  const t = Date.parse(`${y}-${mo}-${d}T${h}:${mi}:${sec}${frac.slice(0, 4)}${offset}`);
+  if (Number.isNaN(t)) throw bad();
+  return new Date(t);
+}
+
+/** parseDisplay reads display: `full` (or blank) or `parent`. */
+function parseDisplay(raw: unknown): 'full' | 'parent' {
+  if (raw === undefined || raw === '' || raw === 'full') return 'full';
+  if (raw === 'parent') return 'parent';
+  throw new GatewayError('bad-request/request-params-invalid', 'display must be full, parent or blank');
+}
+
+/** parseSort reads sort_by (`sort_by[user_id]=desc`): one field of `allowed`, asc or desc. */
+function parseSort(
+  raw: unknown,
+  allowed: readonly SortField[],
+): { field: SortField; direction: SortDirection } {
+  const fallback = { field: 'created_at', direction: 'desc' } as const;
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new GatewayError(
+      'bad-request/invalid-filter-param',
+      'sort_by must be an object such as sort_by[created_at]=desc',
+    );
+  }
+  const entries = Object.entries(raw as Record<string, unknown>);
+  if (entries.length === 0) return fallback;
+  if (entries.length > 1)
+    throw new GatewayError('bad-request/invalid-filter-combination', 'sort_by takes one field');
+  const [field, value] = entries[0]!;
+  if (!(allowed as readonly string[]).includes(field)) {
+    throw new GatewayError(
+      'bad-request/invalid-filter-field',
+      `sort_by[${field}] is not available here; sort by ${allowed.join(' or ')}`,
+    );
+  }
+  const direction = typeof value === 'string' ? value.trim().toLowerCase() : '';
+  if (direction !== 'asc' && direction !== 'desc') {
+    throw new GatewayError('bad-request/invalid-filter-param-value', `sort_by[${field}] must be asc or desc`);
+  }
+  return { field: field as SortField, direction };
+}
+
+/** parseFilter reads `filter` or `filter_prefix`: an object whose fields are all in `allowed`. */
+function parseFilter(raw: unknown, name: string, allowed: readonly string[]): Record<string, unknown> {
+  if (raw === undefined || raw === '') return {};
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new GatewayError(
+      'bad-request/invalid-filter-param',
+      `${name} must be an object such as ${name}[${allowed[0]}]=…`,
+    );
+  }
+  for (const field of Object.keys(raw)) {
+    if (!allowed.includes(field)) {
+      throw new GatewayError(
+        'bad-request/invalid-filter-field',
+        `${name}[${field}] is not available; use ${allowed.map((f) => `${name}[${f}]`).join(', ')}`,
+      );
+    }
+  }
+  return raw as Record<string, unknown>;
+}
+
+/** filterUserId reads filter[user_id] (blank for none). */
+function filterUserId(raw: unknown): number | null {
+  if (raw === undefined || raw === '') return null;
+  const text = typeof raw === 'number' ? String(raw) : raw;
+  if (typeof text !== 'string' || !/^\d{1,15}$/.test(text.trim())) {
+    throw new GatewayError('bad-request/invalid-filter-param-value', 'filter[user_id] must be a user id');
+  }
+  return Number(text.trim());
+}
+
+/** filterPath reads filter[path] or filter[folder] (blank for none, `/` for the root). */
+function filterPath(raw: unknown, name: string): string | null {
+  if (raw === undefined || raw === '') return null;
+  if (typeof raw !== 'string')
+    throw new GatewayError('bad-request/invalid-filter-param-value', `${name} must be a path`);
+  const r = normalizeFolderPath(raw, ACTION_PATH_MAX);
+  if ('problem' in r)
+    throw new GatewayError('bad-request/invalid-filter-param-value', `${name} ${r.problem}`);
+  return r.path;
+}
+
+/** filterPrefix reads filter_prefix[path]: the text paths start with (a leading slash is dropped). */
+function filterPrefix(raw: unknown): string | null {
+  if (raw === undefined || raw === '') return null;
+  if (typeof raw !== 'string')
+    throw new GatewayError('bad-request/invalid-filter-param-value', 'filter_prefix[path] must be text');
+  const prefix = raw.replace(/^\/+/, '');
+  if (prefix === '') return null;
+  if ([...prefix].length > ACTION_PATH_MAX) {
+    throw new GatewayError(
+      'bad-request/invalid-filter-param-value',
+      `filter_prefix[path] is too long (maximum is ${ACTION_PATH_MAX} characters)`,
+    );
+  }
+  return prefix;
+}

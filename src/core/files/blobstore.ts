@@ -1,0 +1,98 @@
+/**
+ * BlobStore: bytes only, by immutable id (DESIGN.md "Namespace in the database, bytes in a blob
+ * store"). A store knows nothing of paths, users or permissions; the namespace rows and
+ * transfers.ts decide what a blob means. Implementations: blobstores/local.ts, blobstores/s3.ts.
+ * Every implementation passes test/unit/blobstores/contract.ts.
+ */
+import type { Readable } from 'node:stream';
+
+/** BlobId is an immutable blob name: lowercase hex and dashes, at most 64 characters. */
+export type BlobId = string;
+
+/** ByteRange is an inclusive range of bytes (HTTP Range semantics). */
+export interface ByteRange {
+  start: number;
+  /** inclusive; absent means to the end */
+  end?: number;
+}
+
+/** BlobStore stores and serves immutable blobs, streamed, never whole in memory. */
+export interface BlobStore {
+  readonly kind: 'local' | 's3';
+
+  /**
+   * put streams `body` into the new blob `id` and resolves with its size once the blob is durable.
+   * It never overwrites: `id` is always new. On error or abort (`signal`) no blob is left behind,
+   * and the returned promise rejects. Backpressure: it reads `body` no faster than it can store it.
+   */
+  put(id: BlobId, body: Readable, opts?: { signal?: AbortSignal }): Promise<{ size: number }>;
+
+  /**
+   * get opens blob `id`, or only `range` of it, as a stream. Rejects with a NotFoundBlob error
+   * (code 'ENOENT') when the blob does not exist. The range is read from storage, never by
+   * reading and discarding the bytes before it.
+   */
+  get(id: BlobId, opts?: { range?: ByteRange; signal?: AbortSignal }): Promise<Readable>;
+
+  /** size returns the byte length of blob `id`, or null when it does not exist. */
+  size(id: BlobId): Promise<number | null>;
+
+  /** delete removes blob `id`; deleting a missing blob is not an error. */
+  delete(id: BlobId): Promise<void>;
+
+  /** close releases clients and handles. */
+  close(): Promise<void>;
+}
+
+/** BlobNotFound is the error `get` rejects with for a missing blob. */
+export class BlobNotFound extends Error {
+  readonly code = 'ENOENT';
+  constructor(id: BlobId) {
+    super(`blob ${id} does not exist`);
+    this.name = 'BlobNotFound';
+  }
+}
+
+/** isBlobId tells whether a string is a well-formed blob id (ids become file names and object keys). */
+export function isBlobId(id: string): boolean {
+  return /^[0-9a-f][0-9a-f-]{0,63}$/.test(id);
+}
+
+/** UploadedPart is one part of a multipart upload as the store has it. */
+export interface UploadedPart {
+  partNumber: number;
+  size: number;
+  etag: string;
+}
+
+/**
+ * MultipartBlobStore is the optional capability behind SPEC's multi-step REST uploads when the
+ * client sends parts straight to object storage (S3 presigned UploadPart URLs). Detect it with
+ * `isMultipartStore(store)`; the local store does not have it (the gateway itself receives the
+ * parts there, as ordinary blobs).
+ */
+export interface MultipartBlobStore extends BlobStore {
+  /** createUpload starts a multipart upload that will become blob `id`; resolves with its upload id. */
+  createUpload(id: BlobId): Promise<string>;
+  /** partUrl presigns a PUT of part `partNumber` (1..10000), valid `expiresSeconds`. */
+  partUrl(id: BlobId, uploadId: string, partNumber: number, expiresSeconds: number): Promise<string>;
+  /** listParts lists the parts received so far, by part number. */
+  listParts(id: BlobId, uploadId: string): Promise<UploadedPart[]>;
+  /** copyPart makes part `partNumber` from an inclusive byte range of an existing blob (a restart keeps old bytes). */
+  copyPart(
+    id: BlobId,
+    uploadId: string,
+    partNumber: number,
+    source: BlobId,
+    range: Required<ByteRange>,
+  ): Promise<void>;
+  /** complete joins the parts, in part-number order, into blob `id` and resolves with its size. */
+  complete(id: BlobId, uploadId: string, parts: UploadedPart[]): Promise<{ size: number }>;
+  /** abortUpload drops an unfinished upload and its parts. */
+  abortUpload(id: BlobId, uploadId: string): Promise<void>;
+}
+
+/** isMultipartStore tells whether a store takes parts directly from clients. */
+export function isMultipartStore(store: BlobStore): store is MultipartBlobStore {
+  return 'createUpload' in store;
+}

@@ -1,0 +1,73 @@
+/**
+ * LocalBlobStore keeps blobs as files under <data_dir>/blobs/<first two characters>/<id>. A blob
+ * is written to a temporary name and renamed into place when complete (after fsync), so a crash
+ * or an abort never leaves a partial blob under a real id.
+ */
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { BlobNotFound, isBlobId, type BlobId, type BlobStore, type ByteRange } from '../blobstore.ts';
+
+/** LocalBlobStore stores blobs on the local disk. */
+export class LocalBlobStore implements BlobStore {
+  readonly kind = 'local' as const;
+
+  constructor(private readonly root: string) {}
+
+  private file(id: BlobId): string {
+    if (!isBlobId(id)) throw new Error(`invalid blob id ${id}`);
+    return path.join(this.root, id.slice(0, 2), id);
+  }
+
+  async put(id: BlobId, body: Readable, opts: { signal?: AbortSignal } = {}): Promise<{ size: number }> {
+    const final = this.file(id);
+    await mkdir(path.dirname(final), { recursive: true });
+    const partial = `${final}.partial`;
+    const out = createWriteStream(partial, { flags: 'wx' });
+    try {
+      await pipeline(body, out, opts.signal ? { signal: opts.signal } : {});
+      const handle = await open(partial, 'r');
+      try {
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(partial, final);
+      return { size: (await stat(final)).size };
+    } catch (err) {
+      await rm(partial, { force: true });
+      throw err;
+    }
+  }
+
+  async get(id: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
+    const file = this.file(id);
+    try {
+      await stat(file);
+    } catch {
+      throw new BlobNotFound(id);
+    }
+    const { range } = opts;
+    return createReadStream(file, {
+      ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+      highWaterMark: 256 * 1024,
+    });
+  }
+
+  async size(id: BlobId): Promise<number | null> {
+    try {
+      return (await stat(this.file(id))).size;
+    } catch {
+      return null;
+    }
+  }
+
+  async delete(id: BlobId): Promise<void> {
+    await rm(this.file(id), { force: true });
+  }
+
+  async close(): Promise<void> {}
+}

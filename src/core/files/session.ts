@@ -1,0 +1,370 @@
+/**
+ * FileSession: every file operation a front end may ask for, on behalf of one Principal, in the
+ * paths that principal sees. FTP, SFTP and WebDAV see their user_root as `/`; the REST API sees
+ * site paths. Each call normalizes the path, checks the permission, does the work and records its
+ * Action, here, once (DESIGN.md's one rule). Adapters never see a row or a blob.
+ */
+import type { Readable } from 'node:stream';
+import { FileEntity, type FileRow } from '../../db/entities.ts';
+import { requireCapability, type Capability } from '../access/rights.ts';
+import { recordAction, type ActionName } from '../actions/record.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import { isInside, joinPath, normalizeFilePath, parentOf } from '../paths.ts';
+import type { Principal } from '../principal.ts';
+import type { BlobStore, ByteRange } from './blobstore.ts';
+import {
+  copyTree,
+  deleteTree,
+  ensureFolders,
+  getRow,
+  hasChildren,
+  insertFolder,
+  listRows,
+  markGarbage,
+  moveTree,
+  requireFolder,
+  toEntry,
+  type Entry,
+  type ListOptions,
+} from './namespace.ts';
+import { concat, Hasher, newBlobId } from './transfers.ts';
+
+/** WriteOptions shape an upload: where it starts and what it keeps. */
+export interface WriteOptions {
+  /** keep this many bytes of the current content and write the body after them (FTP REST+STOR) */
+  offset?: number;
+  /** write the body after the whole current content (FTP APPE) */
+  append?: boolean;
+  /** the client's modification time for the file, if it sent one */
+  mtime?: Date;
+  /** aborting discards the upload and keeps the old content */
+  signal?: AbortSignal;
+}
+
+/** Download is an opened file: its entry and a stream of the requested bytes. */
+export interface Download {
+  entry: Entry;
+  /** the blob the bytes come from; immutable, so it doubles as a strong ETag */
+  blobId: string;
+  stream: Readable;
+}
+
+/** FileSession performs file operations for one principal under one root. */
+export class FileSession {
+  constructor(
+    private readonly ctx: CoreContext,
+    private readonly store: BlobStore,
+    readonly principal: Principal,
+    /** the site folder this session sees as `/` ('' for the site root) */
+    readonly root: string,
+  ) {}
+
+  /** site maps a path as the client sees it to the normalized site path. */
+  site(path: string): string {
+    return joinPath(this.root, normalizeFilePath(path));
+  }
+
+  /** visible maps a site path back to the client's view. */
+  visible(sitePath: string): string {
+    return this.root === '' ? sitePath : sitePath === this.root ? '' : sitePath.slice(this.root.length + 1);
+  }
+
+  private async row(path: string, cap: Capability): Promise<{ site: string; row: FileRow }> {
+    const site = this.site(path);
+    const row = await this.ctx.db.read(async (em) => {
+      await requireCapability(em, this.principal, cap, site);
+      return getRow(em, site);
+    });
+    if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
+    return { site, row };
+  }
+
+  private record(
+    em: Parameters<typeof recordAction>[0],
+    action: ActionName,
+    path: string,
+    extra: { source?: string; destination?: string } = {},
+  ) {
+    return recordAction(em, this.principal, { action, path, ...extra });
+  }
+
+  /** stat describes a file or folder. */
+  async stat(path: string): Promise<Entry> {
+    const { site, row } = await this.row(path, 'list');
+    return toEntry(row, this.visible(site));
+  }
+
+  /** list reads one page of a folder's entries. */
+  async list(path: string, opts: ListOptions): Promise<Entry[]> {
+    const site = this.site(path);
+    return this.ctx.db.read(async (em) => {
+      await requireCapability(em, this.principal, 'list', site);
+      await requireFolder(em, site);
+      return (await listRows(em, site, opts)).map((r) => toEntry(r, this.visible(r.path)));
+    });
+  }
+
+  /** mkdir creates a folder; `parents` also creates missing ancestors (REST), else the parent must exist (FTP, WebDAV). */
+  async mkdir(path: string, opts: { parents?: boolean } = {}): Promise<Entry> {
+    const site = this.site(path);
+    if (site === this.root)
+      throw new GatewayError('processing-failure/destination-exists', 'The root folder always exists');
+    return this.ctx.db.work(async (em) => {
+      await requireCapability(em, this.principal, 'write', site);
+      const existing = await getRow(em, site);
+      if (existing)
+        throw new GatewayError(
+          'processing-failure/destination-exists',
+          `/${this.visible(site)} already exists`,
+        );
+      if (opts.parents) await ensureFolders(em, site);
+      else {
+        await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist');
+        await insertFolder(em, site);
+      }
+      await this.record(em, 'create', site);
+      return toEntry((await getRow(em, site))!, this.visible(site));
+    });
+  }
+
+  /** remove deletes a file, an empty folder, or with `recursive` a folder and everything in it. */
+  async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    const site = this.site(path);
+    if (site === this.root)
+      throw new GatewayError('not-authorized/full-permission-required', 'The root folder cannot be deleted');
+    await this.ctx.db.work(async (em) => {
+      await requireCapability(em, this.principal, 'delete', site);
+      const row = await getRow(em, site);
+      if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
+      if (row.type === 'directory' && !opts.recursive && (await hasChildren(em, site))) {
+        throw new GatewayError('processing-failure/folder-not-empty', `/${this.visible(site)} is not empty`);
+      }
+      await deleteTree(em, row);
+      await this.record(em, 'destroy', site);
+    });
+  }
+
+  /** move renames or moves a file or folder; `overwrite` replaces an existing file at the destination. */
+  async move(from: string, to: string, opts: { overwrite?: boolean } = {}): Promise<void> {
+    await this.relocate('move', from, to, opts);
+  }
+
+  /** copy copies a file or folder; the copies share the immutable blobs, so no bytes are copied. */
+  async copy(from: string, to: string, opts: { overwrite?: boolean } = {}): Promise<void> {
+    await this.relocate('copy', from, to, opts);
+  }
+
+  private async relocate(
+    kind: 'move' | 'copy',
+    from: string,
+    to: string,
+    opts: { overwrite?: boolean },
+  ): Promise<void> {
+    const source = this.site(from);
+    const dest = this.site(to);
+    if (source === this.root)
+      throw new GatewayError('bad-request/invalid-path', 'The root folder cannot be moved or copied');
+    if (source === dest)
+      throw new GatewayError('bad-request/destination-same', 'Source and destination are the same');
+    if (isInside(dest, source)) {
+      throw new GatewayError(
+        'processing-failure/destination-parent-conflict',
+        'A folder cannot be moved or copied into itself',
+      );
+    }
+    await this.ctx.db.work(async (em) => {
+      await requireCapability(em, this.principal, kind === 'move' ? 'delete' : 'read', source);
+      await requireCapability(em, this.principal, 'write', dest);
+      const row = await getRow(em, source);
+      if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(source)} does not exist`);
+      await requireFolder(em, parentOf(dest), 'processing-failure/destination-parent-does-not-exist');
+      const existing = await getRow(em, dest);
+      if (existing) {
+        if (!opts.overwrite)
+          throw new GatewayError(
+            'processing-failure/destination-exists',
+            `/${this.visible(dest)} already exists`,
+          );
+        await requireCapability(em, this.principal, 'delete', dest);
+        await deleteTree(em, existing);
+      }
+      if (kind === 'move') await moveTree(em, row, dest);
+      else await copyTree(em, row, dest);
+      await this.record(em, kind, dest, { source, destination: dest });
+    });
+  }
+
+  /** setMtime sets a file's or folder's modification time (SFTP SETSTAT, FTP MFMT, WebDAV Win32LastModifiedTime). */
+  async setMtime(path: string, mtime: Date): Promise<Entry> {
+    const site = this.site(path);
+    return this.ctx.db.work(async (em) => {
+      await requireCapability(em, this.principal, 'write', site);
+      const row = await getRow(em, site);
+      if (!row || site === '')
+        throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
+      await em.update(FileEntity, { id: row.id }, { mtime });
+      return toEntry({ ...row, mtime }, this.visible(site));
+    });
+  }
+
+  /**
+   * openRead opens a file's bytes (or an inclusive range) and records a `read` Action unless
+   * `record` is false (REST `action=stat`, WebDAV HEAD).
+   */
+  async openRead(
+    path: string,
+    opts: { range?: ByteRange; record?: boolean; signal?: AbortSignal } = {},
+  ): Promise<Download> {
+    const { site, row } = await this.row(path, 'read');
+    if (row.type === 'directory')
+      throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
+    const size = row.size ?? 0;
+    const { range } = opts;
+    if (
+      range &&
+      (range.start < 0 ||
+        range.start >= size ||
+        (range.end !== undefined && (range.end < range.start || range.end >= size)))
+    ) {
+      throw new GatewayError(
+        'processing-failure/invalid-range',
+        `The range is outside the file's ${size} bytes`,
+      );
+    }
+    if (opts.record !== false) await this.ctx.db.work((em) => this.record(em, 'read', site));
+    const stream = await this.store.get(row.blob_id!, {
+      ...(range ? { range } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    return { entry: toEntry(row, this.visible(site)), blobId: row.blob_id!, stream };
+  }
+
+  /** describeDownload checks read permission and records the `read` Action for a signed download URL. */
+  async prepareDownload(path: string): Promise<{ entry: Entry; row: FileRow }> {
+    const { site, row } = await this.row(path, 'read');
+    if (row.type === 'directory')
+      throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
+    await this.ctx.db.work((em) => this.record(em, 'read', site));
+    return { entry: toEntry(row, this.visible(site)), row };
+  }
+
+  /** checkWritable verifies, before any byte moves, that `path` may be written: permission, parent folder, not a folder. */
+  async checkWritable(path: string): Promise<{ site: string; existing: FileRow | null }> {
+    const site = this.site(path);
+    if (site === this.root)
+      throw new GatewayError('bad-request/invalid-path', 'The root folder is not a file');
+    return this.ctx.db.read(async (em) => {
+      await requireCapability(em, this.principal, 'write', site);
+      await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist');
+      const existing = await getRow(em, site);
+      if (existing?.type === 'directory') {
+        throw new GatewayError('processing-failure/destination-exists', `/${this.visible(site)} is a folder`);
+      }
+      return { site, existing };
+    });
+  }
+
+  /**
+   * write streams `body` into the file at `path` and commits it atomically when the body ends:
+   * a new file is a `create` Action, an overwrite an `update`. With `offset` or `append` the kept
+   * bytes of the current content come first. On error or abort nothing changes.
+   */
+  async write(path: string, body: Readable, opts: WriteOptions = {}): Promise<Entry> {
+    const { site, existing } = await this.checkWritable(path);
+    const keep = opts.append ? (existing?.size ?? 0) : (opts.offset ?? 0);
+    if (keep < 0 || keep > (existing?.size ?? 0)) {
+      body.resume();
+      throw new GatewayError(
+        'bad-request/invalid-upload-offset',
+        `The offset ${keep} is beyond the file's ${existing?.size ?? 0} bytes`,
+      );
+    }
+    const sources: (() => Promise<Readable> | Readable)[] = [];
+    if (keep > 0)
+      sources.push(() => this.store.get(existing!.blob_id!, { range: { start: 0, end: keep - 1 } }));
+    sources.push(() => body);
+    return this.commitBlob(site, sources.length === 1 ? body : concat(sources), existing, opts);
+  }
+
+  /**
+   * commitBlob streams `source` into a new blob through the hasher and points the row at it in one
+   * unit of work. Shared by write() and the multi-step upload's end.
+   */
+  async commitBlob(
+    site: string,
+    source: Readable,
+    expectedOld: FileRow | null,
+    opts: { mtime?: Date; signal?: AbortSignal } = {},
+  ): Promise<Entry> {
+    const blobId = newBlobId();
+    const hasher = new Hasher();
+    source.once('error', (err) => hasher.destroy(err));
+    try {
+      await this.store.put(blobId, source.pipe(hasher), opts.signal ? { signal: opts.signal } : {});
+    } catch (err) {
+      source.destroy();
+      if (opts.signal?.aborted)
+        throw new GatewayError(
+          'processing-failure/file-not-uploaded',
+          'The upload was aborted; the file is unchanged',
+        );
+      throw err;
+    }
+    const { md5, crc32 } = hasher.digest();
+    return this.commitRow(site, blobId, { size: hasher.bytes, md5, crc32 }, expectedOld, opts.mtime);
+  }
+
+  /** commitRow points the row of `site` at a finished blob (or deletes the blob if that fails). */
+  async commitRow(
+    site: string,
+    blobId: string,
+    facts: { size: number; md5: string | null; crc32: string | null },
+    _expectedOld: FileRow | null,
+    mtime?: Date,
+  ): Promise<Entry> {
+    try {
+      return await this.ctx.db.work(async (em) => {
+        // Checked again: the folder may have gone, or become something else, while bytes streamed.
+        await requireCapability(em, this.principal, 'write', site);
+        await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist');
+        const row = await getRow(em, site);
+        if (row?.type === 'directory')
+          throw new GatewayError(
+            'processing-failure/destination-exists',
+            `/${this.visible(site)} is a folder`,
+          );
+        const values = {
+          size: facts.size,
+          md5: facts.md5,
+          crc32: facts.crc32,
+          blob_id: blobId,
+          mtime: mtime ?? new Date(),
+        };
+        if (row) {
+          await em.update(FileEntity, { id: row.id }, values);
+          await markGarbage(em, [row.blob_id]);
+        } else {
+          await em.insert(FileEntity, {
+            path: site,
+            parent: parentOf(site),
+            name: site.slice(site.lastIndexOf('/') + 1),
+            type: 'file',
+            ...values,
+          });
+        }
+        await this.record(em, row ? 'update' : 'create', site);
+        return toEntry(
+          {
+            ...(row ?? { id: 0, path: site, parent: parentOf(site), name: '', type: 'file' }),
+            ...values,
+          } as FileRow,
+          this.visible(site),
+        );
+      });
+    } catch (err) {
+      await this.store.delete(blobId).catch(() => undefined);
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,327 @@
+/**
+ * SPEC's multi-step upload (Upload object, "Upload lifecycle"): start (`action=put`, optionally
+ * `restart=<bytes>`), a signed URL per part, parts sent to those URLs, then `action=end`. Upload
+ * state lives in the database, so an upload started on one instance can finish on another.
+ *
+ * Local store: the gateway itself receives each part at its signed URL and keeps it as a blob; the
+ * end streams the kept bytes and the parts, in order, into the file's new blob (md5 and crc32
+ * computed on the way). S3 store: parts go straight to S3 by presigned UploadPart URLs and the end
+ * completes the multipart upload; kept bytes are copied server-side (UploadPartCopy).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { In, LessThan } from 'typeorm';
+import {
+  UploadEntity,
+  UploadPartEntity,
+  type FileRow,
+  type UploadPartRow,
+  type UploadRow,
+} from '../../db/entities.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import { isMultipartStore, type BlobStore, type UploadedPart } from './blobstore.ts';
+import { markGarbage, type Entry } from './namespace.ts';
+import type { FileSession } from './session.ts';
+import { Signer, UPLOAD_TTL_S } from './signed.ts';
+import { concat, Hasher, newBlobId } from './transfers.ts';
+
+/** SPEC limits: parts of 5 MB to 5 GB (but the last), at most 10,000 parts, files up to 5 TB. */
+export const MIN_PART = 5 * 1024 * 1024;
+export const MAX_PART = 5 * 1024 ** 3;
+export const MAX_PARTS = 10_000;
+export const MAX_FILE = 5 * 1024 ** 4;
+/** RECOMMENDED_PART is the part size the Upload object suggests: large enough for speed, small enough to retry. */
+export const RECOMMENDED_PART = 64 * 1024 * 1024;
+// An upload not finished within a day is abandoned and its parts collected.
+const UPLOAD_LIFETIME_MS = 24 * 3600 * 1000;
+
+/** Upload is SPEC's Upload object. */
+export interface Upload {
+  ref: string;
+  path: string;
+  action: 'put/write';
+  ask_about_overwrites: boolean;
+  http_method: 'PUT';
+  upload_uri: string;
+  partsize: number;
+  part_number: number;
+  available_parts: number;
+  send: Record<string, string>;
+  headers: Record<string, string>;
+  parameters: Record<string, string>;
+  expires: Date;
+}
+
+interface PartClaims {
+  ref: string;
+  /** the store's part number (client part + reserved parts) */
+  n: number;
+}
+
+/** Uploads runs multi-step uploads for every session. */
+export class Uploads {
+  private readonly signer: Signer;
+
+  constructor(
+    private readonly ctx: CoreContext,
+    private readonly store: BlobStore,
+  ) {
+    this.signer = new Signer(ctx.secret, 'upload');
+  }
+
+  /** start opens an upload of `path`; `restart` keeps that many bytes of the current content. */
+  async start(session: FileSession, path: string, restart?: number): Promise<Upload> {
+    const { site, existing } = await session.checkWritable(path);
+    const keep = restart ?? 0;
+    if (!Number.isInteger(keep) || keep < 0 || keep > (existing?.size ?? 0)) {
+      throw new GatewayError(
+        'bad-request/invalid-upload-offset',
+        `restart must be from 0 to the current size, ${existing?.size ?? 0}`,
+      );
+    }
+    const reserved = keep > 0 ? Math.ceil(keep / MAX_PART) : 0;
+    const blobId = newBlobId();
+    let storeUploadId: string | null = null;
+    if (isMultipartStore(this.store)) {
+      if (keep > 0 && keep < MIN_PART) {
+        throw new GatewayError(
+          'bad-request/invalid-upload-offset',
+          `On object storage restart must be 0 or at least ${MIN_PART} bytes`,
+        );
+      }
+      storeUploadId = await this.store.createUpload(blobId);
+      for (let i = 0; i < reserved; i++) {
+        const start = i * MAX_PART;
+        await this.store.copyPart(blobId, storeUploadId, i + 1, existing!.blob_id!, {
+          start,
+          end: Math.min(keep, start + MAX_PART) - 1,
+        });
+      }
+    }
+    const p = session.principal;
+    const row: UploadRow = {
+      ref: randomBytes(16).toString('hex'),
+      path: site,
+      user_id: p.user?.id ?? null,
+      api_key_id: p.apiKey?.id ?? null,
+      interface: p.interface,
+      ip: p.ip,
+      blob_id: blobId,
+      store_upload_id: storeUploadId,
+      restart: keep,
+      restart_blob_id: keep > 0 ? existing!.blob_id : null,
+      reserved_parts: reserved,
+      created_at: new Date(),
+      expires_at: new Date(Date.now() + UPLOAD_LIFETIME_MS),
+    };
+    await this.ctx.db.work((em) => em.insert(UploadEntity, row));
+    return this.describe(session, row, 1, existing);
+  }
+
+  /** partUrl gives a fresh signed URL for client part `part` (1..available_parts), e.g. to retry it. */
+  async partUrl(session: FileSession, path: string, ref: string, part: number): Promise<Upload> {
+    const row = await this.find(session, ref, path);
+    const available = MAX_PARTS - row.reserved_parts;
+    if (!Number.isInteger(part) || part < 1)
+      throw new GatewayError('bad-request/request-params-invalid', 'part must be a positive integer');
+    if (part > available)
+      throw new GatewayError('bad-request/part-number-too-large', `part must be at most ${available}`);
+    return this.describe(session, row, part, null);
+  }
+
+  private async describe(
+    session: FileSession,
+    row: UploadRow,
+    part: number,
+    existing: FileRow | null | undefined,
+  ): Promise<Upload> {
+    const n = part + row.reserved_parts;
+    let uri: string;
+    if (row.store_upload_id && isMultipartStore(this.store))
+      uri = await this.store.partUrl(row.blob_id, row.store_upload_id, n, UPLOAD_TTL_S);
+    else
+      uri = `${this.ctx.config.public_url}/upload/${this.signer.sign({ ref: row.ref, n } satisfies PartClaims, UPLOAD_TTL_S)}`;
+    return {
+      ref: row.ref,
+      path: session.visible(row.path),
+      action: 'put/write',
+      ask_about_overwrites: existing !== undefined ? existing !== null : false,
+      http_method: 'PUT',
+      upload_uri: uri,
+      partsize: RECOMMENDED_PART,
+      part_number: part,
+      available_parts: MAX_PARTS - row.reserved_parts,
+      send: { partsize: 'required-header Content-Length', partdata: 'body' },
+      headers: {},
+      parameters: {},
+      expires: new Date(Date.now() + UPLOAD_TTL_S * 1000),
+    };
+  }
+
+  private async find(session: FileSession, ref: string, path: string): Promise<UploadRow> {
+    const site = session.site(path);
+    const row =
+      typeof ref === 'string' && /^[0-9a-f]{32}$/.test(ref)
+        ? await this.ctx.db.read((em) => em.findOneBy(UploadEntity, { ref }))
+        : null;
+    const p = session.principal;
+    // Another user's upload is as good as no upload: refs are not shared.
+    if (
+      !row ||
+      row.path !== site ||
+      row.user_id !== (p.user?.id ?? null) ||
+      row.expires_at.getTime() < Date.now()
+    ) {
+      throw new GatewayError(
+        'not-found/file-upload-not-found',
+        'No upload in progress with this ref for this path',
+      );
+    }
+    return row;
+  }
+
+  /**
+   * receivePart stores one part sent to a gateway-signed URL (local store). `length` is the
+   * request's Content-Length, which SPEC's `send` requires.
+   */
+  async receivePart(
+    token: string,
+    body: Readable,
+    length: number | undefined,
+    signal?: AbortSignal,
+  ): Promise<{ etag: string; size: number }> {
+    const claims = this.signer.verify<PartClaims>(token);
+    if (length === undefined)
+      throw new GatewayError(
+        'bad-request/request-params-required',
+        'Content-Length is required for an upload part',
+      );
+    if (length > MAX_PART)
+      throw new GatewayError(
+        'bad-request/invalid-upload-part-size',
+        `A part may be at most ${MAX_PART} bytes`,
+      );
+    const upload = await this.ctx.db.read((em) => em.findOneBy(UploadEntity, { ref: claims.ref }));
+    if (!upload || upload.expires_at.getTime() < Date.now())
+      throw new GatewayError('not-found/file-upload-not-found', 'This upload no longer exists');
+    const blobId = newBlobId();
+    const hasher = new Hasher();
+    body.once('error', (err) => hasher.destroy(err));
+    await this.store.put(blobId, body.pipe(hasher), signal ? { signal } : {});
+    if (hasher.bytes !== length) {
+      await this.store.delete(blobId);
+      throw new GatewayError(
+        'bad-request/invalid-body',
+        `Received ${hasher.bytes} bytes, Content-Length said ${length}`,
+      );
+    }
+    const { md5 } = hasher.digest();
+    try {
+      await this.ctx.db.work(async (em) => {
+        if (!(await em.existsBy(UploadEntity, { ref: claims.ref })))
+          throw new GatewayError('not-found/file-upload-not-found', 'This upload no longer exists');
+        const old = await em.findOneBy(UploadPartEntity, { ref: claims.ref, part_number: claims.n });
+        if (old) {
+          await em.delete(UploadPartEntity, { ref: claims.ref, part_number: claims.n });
+          await markGarbage(em, [old.blob_id]);
+        }
+        await em.insert(UploadPartEntity, {
+          ref: claims.ref,
+          part_number: claims.n,
+          blob_id: blobId,
+          size: hasher.bytes,
+          md5,
+        });
+      });
+    } catch (err) {
+      await this.store.delete(blobId).catch(() => undefined);
+      throw err;
+    }
+    return { etag: md5, size: hasher.bytes };
+  }
+
+  /** end joins the kept bytes and the parts into the file and commits it (SPEC `action=end`). */
+  async end(session: FileSession, path: string, ref: string): Promise<Entry> {
+    const row = await this.find(session, ref, path);
+    const { existing } = await session.checkWritable(path);
+    let entry: Entry;
+    if (row.store_upload_id && isMultipartStore(this.store)) {
+      const parts = await this.store.listParts(row.blob_id, row.store_upload_id);
+      this.checkParts(
+        row,
+        parts.filter((p) => p.partNumber > row.reserved_parts),
+      );
+      const { size } = await this.store.complete(row.blob_id, row.store_upload_id, parts);
+      // Object storage assembled the bytes without us reading them: no md5/crc32 (SPEC allows null).
+      entry = await session.commitRow(row.path, row.blob_id, { size, md5: null, crc32: null }, existing);
+      await this.ctx.db.work((em) => em.delete(UploadEntity, { ref: row.ref }));
+    } else {
+      const parts = await this.ctx.db.read((em) =>
+        em.find(UploadPartEntity, { where: { ref: row.ref }, order: { part_number: 'ASC' } }),
+      );
+      this.checkParts(
+        row,
+        parts.map((p) => ({ partNumber: p.part_number, size: p.size, etag: p.md5 })),
+      );
+      const sources: (() => Promise<Readable>)[] = [];
+      if (row.restart > 0)
+        sources.push(() =>
+          this.store.get(row.restart_blob_id!, { range: { start: 0, end: row.restart - 1 } }),
+        );
+      for (const part of parts) sources.push(() => this.store.get(part.blob_id));
+      entry = await session.commitBlob(row.path, concat(sources), existing);
+      await this.ctx.db.work(async (em) => {
+        await em.delete(UploadEntity, { ref: row.ref });
+        await markGarbage(
+          em,
+          parts.map((p: UploadPartRow) => p.blob_id),
+        );
+      });
+    }
+    return entry;
+  }
+
+  private checkParts(row: UploadRow, parts: UploadedPart[]): void {
+    parts.forEach((p, i) => {
+      if (p.partNumber !== row.reserved_parts + i + 1) {
+        throw new GatewayError(
+          'bad-request/invalid-upload-part-gap',
+          `Part ${i + 1} is missing: parts must be numbered 1, 2, 3, … without gaps`,
+        );
+      }
+      if (i < parts.length - 1 && p.size < MIN_PART) {
+        throw new GatewayError(
+          'bad-request/invalid-upload-part-size',
+          `Part ${i + 1} has ${p.size} bytes; every part but the last needs at least ${MIN_PART}`,
+        );
+      }
+    });
+    const total = row.restart + parts.reduce((s, p) => s + p.size, 0);
+    if (total > MAX_FILE)
+      throw new GatewayError(
+        'bad-request/invalid-upload-part-size',
+        `Files may be at most ${MAX_FILE} bytes`,
+      );
+  }
+
+  /** expire drops uploads past their lifetime: their parts become garbage, object-store uploads are aborted. */
+  async expire(): Promise<number> {
+    const expired = await this.ctx.db.read((em) =>
+      em.find(UploadEntity, { where: { expires_at: LessThan(new Date()) }, take: 100 }),
+    );
+    for (const row of expired) {
+      if (row.store_upload_id && isMultipartStore(this.store))
+        await this.store.abortUpload(row.blob_id, row.store_upload_id).catch(() => undefined);
+      await this.ctx.db.work(async (em) => {
+        const parts = await em.findBy(UploadPartEntity, { ref: row.ref });
+        await em.delete(UploadEntity, { ref: In([row.ref]) });
+        await markGarbage(
+          em,
+          parts.map((p) => p.blob_id),
+        );
+      });
+    }
+    return expired.length;
+  }
+}
