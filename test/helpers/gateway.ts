@@ -139,7 +139,7 @@ export async function startTestGateway(overrides: Record<string, unknown> = {}):
   });
   const port = gateway.ports.https!;
   const ca = readFileSync(path.join(config.data_dir, 'tls', 'cert.pem'));
-  const agent = new https.Agent({ ca, keepAlive: false });
+  const agent = new https.Agent({ ca, keepAlive: true });
   const siteKey = (await gateway.core.apiKeys.createSiteWide('tests')).key!;
   return {
     core: gateway.core,
