@@ -9,7 +9,7 @@
  * completes the multipart upload; kept bytes are copied server-side (UploadPartCopy).
  */
 import { randomBytes } from 'node:crypto';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { In, LessThan } from 'typeorm';
 import {
   UploadEntity,
@@ -21,7 +21,7 @@ import {
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import { isMultipartStore, type BlobStore, type UploadedPart } from './blobstore.ts';
-import { markGarbage, type Entry } from './namespace.ts';
+import { getRow, markGarbage, type Entry } from './namespace.ts';
 import type { FileSession } from './session.ts';
 import { Signer, UPLOAD_TTL_S } from './signed.ts';
 import { concat, Hasher, newBlobId } from './transfers.ts';
@@ -127,7 +127,9 @@ export class Uploads {
       throw new GatewayError('bad-request/request-params-invalid', 'part must be a positive integer');
     if (part > available)
       throw new GatewayError('bad-request/part-number-too-large', `part must be at most ${available}`);
-    return this.describe(session, row, part, null);
+    // SPEC: ask_about_overwrites is true while a file of that name exists, in every Upload object.
+    const existing = await this.ctx.db.read((em) => getRow(em, row.path));
+    return this.describe(session, row, part, existing);
   }
 
   private async describe(
@@ -252,10 +254,20 @@ export class Uploads {
         row,
         parts.filter((p) => p.partNumber > row.reserved_parts),
       );
-      const { size } = await this.store.complete(row.blob_id, row.store_upload_id, parts);
-      // Object storage assembled the bytes without us reading them: no md5/crc32 (SPEC allows null).
-      entry = await session.commitRow(row.path, row.blob_id, { size, md5: null, crc32: null }, existing);
-      await this.ctx.db.work((em) => em.delete(UploadEntity, { ref: row.ref }));
+      if (parts.length === 0) {
+        // S3 cannot complete a multipart upload without parts: nothing was sent, the file is empty.
+        await this.store.abortUpload(row.blob_id, row.store_upload_id);
+        entry = await session.commitBlob(row.path, Readable.from([]), existing);
+      } else {
+        const { size } = await this.store.complete(row.blob_id, row.store_upload_id, parts);
+        // Object storage assembled the bytes without us reading them: no md5/crc32 (SPEC allows null).
+        entry = await session.commitRow(row.path, row.blob_id, { size, md5: null, crc32: null }, existing);
+      }
+      await this.ctx.db.work(async (em) => {
+        await em.delete(UploadEntity, { ref: row.ref });
+        // The kept blob was spared by garbage collection while this upload referred to it.
+        await markGarbage(em, [row.restart_blob_id]);
+      });
     } else {
       const parts = await this.ctx.db.read((em) =>
         em.find(UploadPartEntity, { where: { ref: row.ref }, order: { part_number: 'ASC' } }),
@@ -273,10 +285,7 @@ export class Uploads {
       entry = await session.commitBlob(row.path, concat(sources), existing);
       await this.ctx.db.work(async (em) => {
         await em.delete(UploadEntity, { ref: row.ref });
-        await markGarbage(
-          em,
-          parts.map((p: UploadPartRow) => p.blob_id),
-        );
+        await markGarbage(em, [row.restart_blob_id, ...parts.map((p: UploadPartRow) => p.blob_id)]);
       });
     }
     return entry;
@@ -316,10 +325,7 @@ export class Uploads {
       await this.ctx.db.work(async (em) => {
         const parts = await em.findBy(UploadPartEntity, { ref: row.ref });
         await em.delete(UploadEntity, { ref: In([row.ref]) });
-        await markGarbage(
-          em,
-          parts.map((p) => p.blob_id),
-        );
+        await markGarbage(em, [row.restart_blob_id, ...parts.map((p) => p.blob_id)]);
       });
     }
     return expired.length;

@@ -4,7 +4,7 @@
  * blobstores/index.ts, so a local install never loads the AWS SDK.
  *
  * Writes stream through @aws-sdk/lib-storage's Upload: a multipart upload of 8 MiB parts, at most
- * 4 in flight, so memory is bounded whatever the blob's size (measured: at most about 70 MiB of
+ * 4 in flight, so memory is bounded whatever the blob's size (measured: up to about 75 MiB of
  * buffers alive for one put, as lib-storage keeps finished parts referenced until their uploader
  * takes the next one). The bytes become an object only when CompleteMultipartUpload (or the single
  * PutObject of a small blob) succeeds, so a reader never sees half a blob; a failed or aborted put
@@ -314,8 +314,10 @@ function isNotFound(err: unknown): boolean {
   return httpStatus(err) === 404 && name !== 'NoSuchBucket' && name !== 'NoSuchUpload';
 }
 
+/** abortError is the rejection of an aborted put, shaped like Node's own (name AbortError, cause the reason). */
 function abortError(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  if (reason instanceof Error) return reason;
-  return new DOMException('This operation was aborted', 'AbortError');
+  return Object.assign(new Error('The operation was aborted', { cause: signal.reason }), {
+    name: 'AbortError',
+    code: 'ABORT_ERR',
+  });
 }
