@@ -124,7 +124,10 @@ export interface RequestOptions {
 export interface TestGateway {
   core: Core;
   config: Config;
+  /** the HTTPS port */
   port: number;
+  /** every bound listener's port by front-end name (https, ftp, ftps, sftp, webdav) */
+  ports: Record<string, number>;
   /** a site-wide API key, made through the core */
   siteKey: string;
   request(method: string, urlPath: string, opts?: RequestOptions): Promise<Response>;
@@ -145,6 +148,7 @@ export async function startTestGateway(overrides: Record<string, unknown> = {}):
     core: gateway.core,
     config,
     port,
+    ports: gateway.ports,
     siteKey,
     request: (method, urlPath, opts = {}) => httpsRequest(agent, port, method, urlPath, opts),
     stop: async () => {
