@@ -337,6 +337,7 @@ export interface UploadPartRow {
   blob_id: string;
   size: number;
   md5: string;
+  crc32: string;
 }
 
 export const UploadPartEntity = new EntitySchema<UploadPartRow>({
@@ -348,6 +349,7 @@ export const UploadPartEntity = new EntitySchema<UploadPartRow>({
     blob_id: { type: 'varchar', length: 64 },
     size: { type: 'bigint', transformer: bigintNumber },
     md5: { type: 'varchar', length: 32 },
+    crc32: { type: 'varchar', length: 8 },
   },
 });
 

@@ -1,13 +1,18 @@
 /**
  * Benchmark child process: starts one server and prints one JSON line {port, key} on stdout.
- *   gateway <sqlite|postgres-url>  the whole gateway on a fresh database, a site-wide key and 100 users
+ *   gateway [--populate N]         the whole gateway on a fresh database (SQLite, or PostgreSQL when
+ *                                  SVC_TEST_DATABASE_URL names a server), a site-wide key and 100
+ *                                  users; the line also carries pid and dataDir. With --populate, the
+ *                                  folder /big first gets N file rows, inserted through core.db.work
+ *                                  in batches of 500 (populateMs says how long that took)
  *   peer                           the peer: bare Koa over HTTPS with the same certificate, answering
  *                                  a constant JSON object (the ceiling of Koa + TLS on this machine)
  */
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
-import { operatorPrincipal } from '../../src/core/index.ts';
+import { operatorPrincipal, type Core } from '../../src/core/index.ts';
+import { FileEntity, type FileRow } from '../../src/db/entities.ts';
 import { startTestGateway } from '../helpers/gateway.ts';
 
 const [mode] = process.argv.slice(2);
@@ -35,8 +40,46 @@ if (mode === 'peer') {
       email: `bench${i}@example.com`,
     });
   }
-  console.log(JSON.stringify({ port: gw.port, key: gw.siteKey, dataDir: gw.config.data_dir }));
+  const at = process.argv.indexOf('--populate');
+  const populateMs = at > 0 ? await populate(gw.core, Number(process.argv[at + 1])) : undefined;
+  console.log(
+    JSON.stringify({
+      port: gw.port,
+      key: gw.siteKey,
+      dataDir: gw.config.data_dir,
+      pid: process.pid,
+      populateMs,
+    }),
+  );
   process.on('SIGTERM', () => {
     void gw.stop().then(() => process.exit(0));
   });
+}
+
+/** populate creates /big with `count` real file rows (no blobs), 500 per unit of work; returns ms. */
+async function populate(core: Core, count: number): Promise<number> {
+  if (!Number.isInteger(count) || count < 0) throw new Error(`--populate needs a count, got ${count}`);
+  const t0 = performance.now();
+  await core.files.session(operatorPrincipal()).mkdir('big');
+  const base = Date.now() - count * 1000;
+  for (let i = 0; i < count; i += 500) {
+    const rows: Omit<FileRow, 'id'>[] = [];
+    for (let j = i; j < Math.min(count, i + 500); j++) {
+      const name = `f${String(j).padStart(7, '0')}.bin`;
+      rows.push({
+        path: `big/${name}`,
+        parent: 'big',
+        name,
+        type: 'file' as const,
+        // Sizes spread without following name order, so sort_by[size] reorders the folder.
+        size: (j * 7919) % 1_000_003,
+        mtime: new Date(base + j * 1000),
+        md5: null,
+        crc32: null,
+        blob_id: null,
+      });
+    }
+    await core.db.work((em) => em.insert(FileEntity, rows));
+  }
+  return Math.round(performance.now() - t0);
 }

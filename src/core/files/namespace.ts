@@ -84,17 +84,18 @@ export async function requireFolder(
 /** listRows reads one page of a folder's children. */
 export async function listRows(em: EntityManager, folder: string, opts: ListOptions): Promise<FileRow[]> {
   const dir = opts.direction === 'desc' ? 'DESC' : 'ASC';
-  const qb = em
-    .getRepository(FileEntity)
-    .createQueryBuilder('f')
-    .where('f.parent = :folder', { folder })
-    .andWhere("f.path <> ''");
+  // No row has the path '' (the root is synthetic), so parent alone selects the children and
+  // the (parent, …, name) indexes answer the whole query.
+  const qb = em.getRepository(FileEntity).createQueryBuilder('f').where('f.parent = :folder', { folder });
   if (opts.search) {
     // ESCAPE makes % and _ in the search text literal on both databases.
     const search = `%${opts.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     qb.andWhere(`lower(f.name) LIKE :search ESCAPE '\\'`, { search });
   }
-  if (opts.sort === 'size') qb.orderBy('f.size', dir).addOrderBy('f.name', dir);
+  // A folder's size is null (SPEC: 0 for a folder): first ascending, last descending, on both
+  // databases (SQLite and PostgreSQL disagree about where NULLs sort by default).
+  if (opts.sort === 'size')
+    qb.orderBy('f.size', dir, dir === 'ASC' ? 'NULLS FIRST' : 'NULLS LAST').addOrderBy('f.name', dir);
   else if (opts.sort === 'mtime') qb.orderBy('f.mtime', dir).addOrderBy('f.name', dir);
   else qb.orderBy('f.name', dir);
   return qb.skip(opts.offset).take(opts.limit).getMany();
@@ -102,15 +103,7 @@ export async function listRows(em: EntityManager, folder: string, opts: ListOpti
 
 /** hasChildren tells whether a folder holds anything. */
 export async function hasChildren(em: EntityManager, folder: string): Promise<boolean> {
-  return (
-    (await em
-      .getRepository(FileEntity)
-      .createQueryBuilder('f')
-      .where('f.parent = :folder', { folder })
-      .andWhere("f.path <> ''")
-      .limit(1)
-      .getCount()) > 0
-  );
+  return em.existsBy(FileEntity, { parent: folder });
 }
 
 /** insertFolder adds one folder row; its parent must exist. */

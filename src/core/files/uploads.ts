@@ -218,7 +218,7 @@ export class Uploads {
         `Received ${hasher.bytes} bytes, Content-Length said ${length}`,
       );
     }
-    const { md5 } = hasher.digest();
+    const { md5, crc32 } = hasher.digest();
     try {
       await this.ctx.db.work(async (em) => {
         if (!(await em.existsBy(UploadEntity, { ref: claims.ref })))
@@ -234,6 +234,7 @@ export class Uploads {
           blob_id: blobId,
           size: hasher.bytes,
           md5,
+          crc32,
         });
       });
     } catch (err) {
@@ -282,7 +283,17 @@ export class Uploads {
           this.store.get(row.restart_blob_id!, { range: { start: 0, end: row.restart - 1 } }),
         );
       for (const part of parts) sources.push(() => this.store.get(part.blob_id));
-      entry = await session.commitBlob(row.path, concat(sources), existing);
+      const only = parts.length === 1 && row.restart === 0 ? parts[0]! : null;
+      entry = only
+        ? // One part is already the whole file, hashed as it arrived: it becomes the file's blob
+          // without a second copy.
+          await session.commitRow(
+            row.path,
+            only.blob_id,
+            { size: only.size, md5: only.md5, crc32: only.crc32 },
+            existing,
+          )
+        : await session.commitBlob(row.path, concat(sources), existing);
       await this.ctx.db.work(async (em) => {
         await em.delete(UploadEntity, { ref: row.ref });
         await markGarbage(em, [row.restart_blob_id, ...parts.map((p: UploadPartRow) => p.blob_id)]);

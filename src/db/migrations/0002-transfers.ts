@@ -46,6 +46,7 @@ export class Transfers1763856000000 implements MigrationInterface {
           { name: 'blob_id', type: 'varchar', length: '64' },
           { name: 'size', type: 'bigint' },
           { name: 'md5', type: 'varchar', length: '32' },
+          { name: 'crc32', type: 'varchar', length: '8' },
         ],
         foreignKeys: [
           {
