@@ -106,6 +106,23 @@ const schema = z.object({
     ip_max_failures: positiveInt,
     ip_window_minutes: positiveInt,
   }),
+  ftp: z.object({
+    passive_address: z.string().refine((v) => v === '' || ipaddr.IPv4.isValidFourPartDecimal(v), {
+      message: 'empty or an IPv4 address',
+    }),
+    active_mode: boolish,
+    require_tls: boolish,
+    require_session_reuse: boolish,
+    idle_timeout_seconds: positiveInt,
+    data_timeout_seconds: positiveInt,
+  }),
+  sftp: z.object({
+    banner: z.string(),
+    idle_timeout_seconds: positiveInt,
+    keepalive_interval_seconds: positiveInt,
+    max_handles: positiveInt,
+    max_inflight_requests: positiveInt,
+  }),
   api: z.object({
     max_body_bytes: positiveInt,
     credential_cache_seconds: z.coerce.number().int().min(0).max(300),
@@ -132,6 +149,8 @@ const envKeys: Record<string, string> = {
   SVC_FTPS_PORT: 'ports.ftps',
   SVC_FTP_PASV_PORTS: 'ports.ftp_pasv',
   SVC_SFTP_PORT: 'ports.sftp',
+  SVC_FTP_PASV_ADDRESS: 'ftp.passive_address',
+  SVC_FTP_REQUIRE_TLS: 'ftp.require_tls',
   SVC_PUBLIC_URL: 'public_url',
   SVC_ADMIN_USERNAME: 'admin.username',
   SVC_ADMIN_PASSWORD: 'admin.password',

@@ -8,6 +8,9 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { loadTls } from './tls.ts';
 import { restFrontEnd } from '../protocols/rest/server.ts';
+import { sftpFrontEnd } from '../protocols/sftp/server.ts';
+import { ftpFrontEnd } from '../protocols/ftp/server.ts';
+import { webdavFrontEnd } from '../protocols/webdav/server.ts';
 
 /** Gateway is a running gateway: its core, the bound ports and a way to stop it. */
 export interface Gateway {
@@ -18,7 +21,13 @@ export interface Gateway {
 
 /** frontEnds lists the listeners with the setting that holds each one's port, in start order. */
 function frontEnds(config: Config): { port: number | null; frontEnd: FrontEnd }[] {
-  return [{ port: config.ports.https, frontEnd: restFrontEnd() }];
+  return [
+    { port: config.ports.https, frontEnd: restFrontEnd() },
+    { port: config.ports.sftp, frontEnd: sftpFrontEnd() },
+    { port: config.ports.ftp, frontEnd: ftpFrontEnd('ftp') },
+    { port: config.ports.ftps, frontEnd: ftpFrontEnd('ftps') },
+    { port: config.ports.webdav, frontEnd: webdavFrontEnd() },
+  ];
 }
 
 /** startGateway runs the whole process but signals; tests call it in-process on port 0. */

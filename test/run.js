@@ -22,6 +22,15 @@ import { fileURLToPath } from 'node:url';
 const DEBIAN_CLIENTS = [
   { command: 'curl', package: 'curl' },
   { command: 'openssl', package: 'openssl' },
+  { command: 'lftp', package: 'lftp' },
+  { command: 'litmus', package: 'litmus' },
+  { command: 'cadaver', package: 'cadaver' },
+  { command: 'rclone', package: 'rclone' },
+  { command: 'script', package: 'bsdutils' },
+  { command: 'sftp', package: 'openssh-client' },
+  { command: 'scp', package: 'openssh-client' },
+  { command: 'ssh-keygen', package: 'openssh-client' },
+  { command: 'sshpass', package: 'sshpass' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];

@@ -21,6 +21,8 @@ export const typeStatus: Partial<Record<ErrorType, number>> = {
   'bad-request/method-not-allowed': 405,
   'bad-request/unsupported-media-type': 415,
   'bad-request/unsupported-http-response-format': 406,
+  // A download URL asked for bytes the file does not have: HTTP's own status for it.
+  'processing-failure/invalid-range': 416,
   'processing-failure/file-locked': 423,
   'processing-failure/folder-locked': 423,
   'processing-failure/resource-locked': 423,

@@ -21,6 +21,7 @@ import { groupRoutes } from './routes/groups.ts';
 import { historyRoutes } from './routes/history.ts';
 import { notificationRoutes } from './routes/notifications.ts';
 import { permissionRoutes } from './routes/permissions.ts';
+import { publicKeyRoutes } from './routes/public_keys.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
 
@@ -37,6 +38,7 @@ function accountRoutes(router: RestRouter, core: Core): void {
   permissionRoutes(router, core);
   notificationRoutes(router, core);
   apiKeyRoutes(router, core);
+  publicKeyRoutes(router, core);
   historyRoutes(router, core);
 }
 
@@ -59,6 +61,9 @@ function toGatewayError(err: unknown): GatewayError | null {
 export function buildApp(core: Core): Koa<RestState> {
   const app = new Koa<RestState>();
   const log = core.log.child({ interface: 'restapi' });
+  // Koa reports errors it handled itself (a client that went away mid-response) here; without a
+  // listener it prints their stacks to stderr.
+  app.on('error', (err: Error) => log.debug('request stream error', { error: err.message }));
 
   app.use(async (ctx, next) => {
     try {

@@ -129,6 +129,7 @@ const catalogue = {
     // Extension: the resources DESIGN.md adds to SPEC's (permissions, notifications, sessions).
     'permission-not-found',
     'notification-not-found',
+    'public-key-not-found',
     'resource-not-found',
   ],
   'processing-failure': [

@@ -11,6 +11,7 @@ import type { Logger } from '../log.ts';
 import { ApiKeys } from './accounts/api-keys.ts';
 import { Groups } from './accounts/groups.ts';
 import { LoginGate } from './accounts/login.ts';
+import { PublicKeys } from './accounts/public-keys.ts';
 import { CredentialCache } from './accounts/credential-cache.ts';
 import { Sessions } from './accounts/sessions.ts';
 import { Users } from './accounts/users.ts';
@@ -21,6 +22,8 @@ import { GatewayError } from './errors.ts';
 import { Notifications } from './events/notifications.ts';
 import { createBlobStore } from './files/blobstores/index.ts';
 import { Files } from './files/files.ts';
+import { Locks } from './files/locks.ts';
+import { Properties } from './files/properties.ts';
 import { Paginator } from './pagination.ts';
 import type { Interface, Principal } from './principal.ts';
 
@@ -35,7 +38,10 @@ export {
 export { isSiteAdmin, operatorPrincipal, type Interface, type Principal } from './principal.ts';
 export type { Entry, ListOptions } from './files/namespace.ts';
 export type { FileSession, Download, WriteOptions } from './files/session.ts';
+export type { StagedWrite } from './files/staging.ts';
 export type { Upload } from './files/uploads.ts';
+export { MAX_LOCK_SECONDS, type DavLock, type LockRequest } from './files/locks.ts';
+export type { DeadProperty, PropertyChange } from './files/properties.ts';
 export type { SignedDownload } from './files/files.ts';
 export type { ByteRange } from './files/blobstore.ts';
 export { resolveChroot, MAX_PATH } from './paths.ts';
@@ -45,7 +51,8 @@ export type { Group } from './accounts/groups.ts';
 export type { ApiKey } from './accounts/api-keys.ts';
 export type { Permission } from './access/permissions.ts';
 export type { Notification } from './events/notifications.ts';
-export type { LoginRequest } from './accounts/login.ts';
+export type { LoginRequest, KeyLoginRequest } from './accounts/login.ts';
+export type { PublicKey } from './accounts/public-keys.ts';
 export type { Action, HistoryQuery } from './actions/history.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
@@ -58,11 +65,15 @@ export interface Core {
   readonly permissions: Permissions;
   readonly notifications: Notifications;
   readonly apiKeys: ApiKeys;
+  /** publicKeys are users' SSH public keys for SFTP logins */
+  readonly publicKeys: PublicKeys;
   readonly sessions: Sessions;
   readonly gate: LoginGate;
   /** history answers SPEC's history endpoints (the last 24 hours of Actions) */
   readonly history: History;
   readonly files: Files;
+  /** dav holds WebDAV's locks and dead properties, in the database so every instance shares them */
+  readonly dav: { readonly locks: Locks; readonly properties: Properties };
   /** namespace.mkdir creates a folder with its parents (fixtures and the CLI) */
   readonly namespace: { mkdir(p: Principal, path: string): Promise<void> };
   /** authenticateApiKey admits a request carrying an API key, or throws not-authenticated. */
@@ -144,10 +155,12 @@ export async function createCore(
     permissions: new Permissions(ctx),
     notifications: new Notifications(ctx),
     apiKeys,
+    publicKeys: new PublicKeys(ctx),
     sessions: new Sessions(ctx, gate),
     gate,
     history: new History(ctx),
     files,
+    dav: { locks: new Locks(ctx), properties: new Properties(ctx) },
     namespace: {
       async mkdir(p, path) {
         await files.session(p).mkdir(path, { parents: true });

@@ -62,6 +62,13 @@ export function normalizeFilePath(input: string): string {
     throw new GatewayError('bad-request/invalid-path', 'Paths must not contain backslashes');
   const trimmed = input.replace(/^\/+/, '').replace(/\/+$/, '');
   if (trimmed === '') return '';
+  // SPEC's own rule; Windows clients cannot open such names, so they would strand the file.
+  if (/\s$/.test(trimmed)) {
+    throw new GatewayError(
+      'bad-request/request-param-path-cannot-have-trailing-whitespace',
+      'Paths must not end with whitespace',
+    );
+  }
   for (const s of trimmed.split('/')) {
     if (s === '')
       throw new GatewayError('bad-request/invalid-path', 'Paths must not contain empty segments (//)');

@@ -368,6 +368,85 @@ export const BlobGarbageEntity = new EntitySchema<BlobGarbageRow>({
   },
 });
 
+/** PublicKeyRow is an SSH public key a user logs in with over SFTP, kept in OpenSSH's one-line form. */
+export interface PublicKeyRow {
+  id: number;
+  user_id: number;
+  title: string;
+  /** `type base64 [comment]`, as OpenSSH writes it in authorized_keys */
+  public_key: string;
+  /** `SHA256:<base64 without padding>` of the key blob, as `ssh-keygen -l` prints it */
+  fingerprint: string;
+  created_at: Date;
+}
+
+export const PublicKeyEntity = new EntitySchema<PublicKeyRow>({
+  name: 'PublicKey',
+  tableName: 'public_keys',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    user_id: { type: 'integer' },
+    title: { type: 'varchar', length: 100, default: '' },
+    public_key: { type: 'text' },
+    fingerprint: { type: 'varchar', length: 64 },
+    created_at: time(),
+  },
+});
+
+/** DavLockRow is a WebDAV lock (RFC 4918 class 2), shared by every instance. */
+export interface DavLockRow {
+  /** the lock token, `urn:uuid:…` */
+  token: string;
+  /** the site path of the lock root */
+  path: string;
+  depth: '0' | 'infinity';
+  scope: 'exclusive' | 'shared';
+  /** the client's DAV:owner element as XML ('' when it sent none) */
+  owner: string;
+  user_id: number | null;
+  timeout_seconds: number;
+  created_at: Date;
+  expires_at: Date;
+}
+
+export const DavLockEntity = new EntitySchema<DavLockRow>({
+  name: 'DavLock',
+  tableName: 'dav_locks',
+  columns: {
+    token: { type: 'varchar', length: 64, primary: true },
+    path: { type: 'varchar', length: 600 },
+    depth: { type: 'varchar', length: 10 },
+    scope: { type: 'varchar', length: 10 },
+    owner: { type: 'text', default: '' },
+    user_id: { type: 'integer', nullable: true },
+    timeout_seconds: { type: 'integer' },
+    created_at: time(),
+    expires_at: time(),
+  },
+});
+
+/** DavPropertyRow is one WebDAV dead property of a file or folder, by site path. */
+export interface DavPropertyRow {
+  id: number;
+  path: string;
+  namespace: string;
+  name: string;
+  /** the property's content as XML (children carry their own xmlns) */
+  value: string;
+}
+
+export const DavPropertyEntity = new EntitySchema<DavPropertyRow>({
+  name: 'DavProperty',
+  tableName: 'dav_properties',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    path: { type: 'varchar', length: 600 },
+    namespace: { type: 'varchar', length: 1024 },
+    name: { type: 'varchar', length: 255 },
+    value: { type: 'text' },
+  },
+});
+
 /** entities lists every schema the data source knows. */
 export const entities = [
   UserEntity,
@@ -382,4 +461,7 @@ export const entities = [
   UploadEntity,
   UploadPartEntity,
   BlobGarbageEntity,
+  PublicKeyEntity,
+  DavLockEntity,
+  DavPropertyEntity,
 ];

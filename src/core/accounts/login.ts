@@ -7,13 +7,21 @@
  * instance sees the same lockouts.
  */
 import { MoreThan, type EntityManager } from 'typeorm';
-import { ActionEntity, FileEntity, UserEntity, type ApiKeyRow, type UserRow } from '../../db/entities.ts';
+import {
+  ActionEntity,
+  FileEntity,
+  PublicKeyEntity,
+  UserEntity,
+  type ApiKeyRow,
+  type UserRow,
+} from '../../db/entities.ts';
 import { clientIp, ipAllowed } from '../access/allowed-ips.ts';
 import { recordAction, type FailureType } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import type { Interface, Principal } from '../principal.ts';
 import { verifyPassword } from './passwords.ts';
+import { fingerprintOf } from './public-keys.ts';
 
 /** Credentials are what a client presents at login. */
 export interface LoginRequest {
@@ -22,6 +30,17 @@ export interface LoginRequest {
   username: string;
   password: string;
 }
+
+/** KeyLoginRequest is an SSH public-key login whose signature the protocol has verified. */
+export interface KeyLoginRequest {
+  interface: Interface;
+  ip: string;
+  username: string;
+  /** the public key blob (SSH wire format) the client signed with */
+  key: Buffer;
+}
+
+type GateRequest = Omit<LoginRequest, 'password'>;
 
 const flagOf: Record<Interface, keyof UserRow> = {
   restapi: 'restapi_permission',
@@ -51,9 +70,55 @@ const rootedInterfaces: readonly Interface[] = ['ftp', 'sftp', 'dav'];
 export class LoginGate {
   constructor(private readonly ctx: CoreContext) {}
 
-  /** login runs the whole gate and records `login`, or `failedlogin` and throws. */
-  async login(request: LoginRequest): Promise<Principal> {
-    const req = { ...request, ip: clientIp(request.ip) };
+  /**
+   * login runs the whole gate and records `login`, or `failedlogin` and throws. `recordLogin:
+   * false` re-verifies a client already logged in (a WebDAV client's later request) without a new
+   * `login` Action.
+   */
+  async login(request: LoginRequest, opts: { recordLogin?: boolean } = {}): Promise<Principal> {
+    return this.run(
+      request,
+      'password_mismatch',
+      (user) =>
+        verifyPassword(request.password, user?.password_hash ?? null, this.ctx.config.accounts.bcrypt_rounds),
+      opts.recordLogin ?? true,
+    );
+  }
+
+  /**
+   * loginWithKey runs the same gate for an SSH public-key login: the protocol has already verified
+   * the client's signature over the session with `key` (the SSH wire-format blob); the core decides
+   * whether that key is one of the user's and admits them. A key that is not theirs is a
+   * `failedlogin` with failure_type key_mismatch; it does not count toward the lockout.
+   */
+  async loginWithKey(request: KeyLoginRequest): Promise<Principal> {
+    return this.run(request, 'key_mismatch', (user) => this.hasKey(user, request.key));
+  }
+
+  /**
+   * acceptsKey tells, without recording anything, whether `key` is one of the user's keys: SSH
+   * clients offer keys before signing with one, and a declined offer is not a failed login.
+   */
+  async acceptsKey(username: string, key: Buffer): Promise<boolean> {
+    const user = await this.ctx.db.read((em) =>
+      em.findOneBy(UserEntity, { username_key: username.toLowerCase() }),
+    );
+    return this.hasKey(user, key);
+  }
+
+  private async hasKey(user: UserRow | null, key: Buffer): Promise<boolean> {
+    if (!user) return false;
+    const fingerprint = fingerprintOf(key);
+    return this.ctx.db.read((em) => em.existsBy(PublicKeyEntity, { user_id: user.id, fingerprint }));
+  }
+
+  private async run(
+    request: GateRequest,
+    mismatch: 'password_mismatch' | 'key_mismatch',
+    verify: (user: UserRow | null) => Promise<boolean>,
+    recordLogin = true,
+  ): Promise<Principal> {
+    const req = { interface: request.interface, username: request.username, ip: clientIp(request.ip) };
     const { lockout } = this.ctx.config;
     const now = Date.now();
     const ipWindowStart = new Date(now - lockout.ip_window_minutes * 60_000);
@@ -79,15 +144,8 @@ export class LoginGate {
         'This user is locked out after too many failed logins; try again later',
       );
     }
-    if (
-      !(await verifyPassword(
-        req.password,
-        user?.password_hash ?? null,
-        this.ctx.config.accounts.bcrypt_rounds,
-      )) ||
-      !user
-    ) {
-      await this.fail(req, user, user ? 'password_mismatch' : 'username_not_found');
+    if (!(await verify(user)) || !user) {
+      await this.fail(req, user, user ? mismatch : 'username_not_found');
       throw new GatewayError(
         'not-authenticated/invalid-username-or-password',
         'Invalid username or password',
@@ -107,6 +165,7 @@ export class LoginGate {
         { id: user.id },
         { failed_logins: 0, failed_login_window_start: null, locked_until: null, last_login_at: new Date() },
       );
+      if (!recordLogin) return;
       await recordAction(em, principal, {
         action: 'login',
         display: `${user.username} logged in over ${interfaceName[req.interface]}`,
@@ -140,8 +199,7 @@ export class LoginGate {
    */
   async admit(user: UserRow, iface: Interface, ip: string, record: boolean): Promise<void> {
     const refuse = async (failure: FailureType, message: string): Promise<never> => {
-      if (record)
-        await this.fail({ interface: iface, ip, username: user.username, password: '' }, user, failure);
+      if (record) await this.fail({ interface: iface, ip, username: user.username }, user, failure);
       throw new GatewayError('not-authenticated/invalid-credentials', message);
     };
     if (!user[flagOf[iface]])
@@ -159,7 +217,7 @@ export class LoginGate {
   }
 
   /** fail records a failedlogin and, for wrong passwords, counts toward the user's lockout. */
-  private async fail(req: LoginRequest, user: UserRow | null, failure: FailureType): Promise<void> {
+  private async fail(req: GateRequest, user: UserRow | null, failure: FailureType): Promise<void> {
     const { lockout } = this.ctx.config;
     await this.ctx.db.work(async (em) => {
       await recordAction(em, null, {

@@ -22,7 +22,9 @@ export type ActionName =
   | 'permission_destroy'
   | 'api_key_create'
   | 'api_key_update'
-  | 'api_key_destroy';
+  | 'api_key_destroy'
+  | 'public_key_create'
+  | 'public_key_destroy';
 
 /** FailureType is SPEC's Action `failure_type` values the gateway records. */
 export type FailureType =

@@ -73,11 +73,13 @@ export async function requireFolder(
   em: EntityManager,
   path: string,
   missing: GatewayError['type'] = 'not-found/folder-not-found',
+  show: (sitePath: string) => string = (p) => p,
 ): Promise<FileRow> {
   const row = await getRow(em, path);
-  if (!row) throw new GatewayError(missing, `Folder /${path} does not exist`);
-  if (row.type !== 'directory')
-    throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${path} is a file, not a folder`);
+  if (!row) throw new GatewayError(missing, `Folder /${show(path)} does not exist`);
+  if (row.type !== 'directory') {
+    throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${show(path)} is a file, not a folder`);
+  }
   return row;
 }
 
@@ -122,11 +124,18 @@ export async function insertFolder(em: EntityManager, path: string, mtime = new 
 }
 
 /** ensureFolders creates `path` and any missing ancestors as folders; a file in the way is an error. */
-export async function ensureFolders(em: EntityManager, path: string): Promise<void> {
+export async function ensureFolders(
+  em: EntityManager,
+  path: string,
+  show: (sitePath: string) => string = (p) => p,
+): Promise<void> {
   for (const folder of ancestorsOf(path).slice(1)) {
     const row = await getRow(em, folder);
     if (row?.type === 'file')
-      throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${folder} is a file, not a folder`);
+      throw new GatewayError(
+        'bad-request/folder-must-not-be-a-file',
+        `/${show(folder)} is a file, not a folder`,
+      );
     if (!row) await insertFolder(em, folder);
   }
 }

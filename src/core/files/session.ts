@@ -4,6 +4,7 @@
  * site paths. Each call normalizes the path, checks the permission, does the work and records its
  * Action, here, once (DESIGN.md's one rule). Adapters never see a row or a blob.
  */
+import { join as pathJoin } from 'node:path';
 import type { Readable } from 'node:stream';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { requireCapability, type Capability } from '../access/rights.ts';
@@ -28,7 +29,9 @@ import {
   type Entry,
   type ListOptions,
 } from './namespace.ts';
+import { copyDav, forgetDav, moveDav } from './properties.ts';
 import { concat, Hasher, newBlobId } from './transfers.ts';
+import { StagedWrite } from './staging.ts';
 
 /** WriteOptions shape an upload: where it starts and what it keeps. */
 export interface WriteOptions {
@@ -65,6 +68,9 @@ export class FileSession {
     return joinPath(this.root, normalizeFilePath(path));
   }
 
+  /** show is visible() for error messages, which must not reveal the user's root. */
+  private readonly show = (sitePath: string): string => this.visible(sitePath);
+
   /** visible maps a site path back to the client's view. */
   visible(sitePath: string): string {
     return this.root === '' ? sitePath : sitePath === this.root ? '' : sitePath.slice(this.root.length + 1);
@@ -100,7 +106,7 @@ export class FileSession {
     const site = this.site(path);
     return this.ctx.db.read(async (em) => {
       await requireCapability(em, this.principal, 'list', site);
-      await requireFolder(em, site);
+      await requireFolder(em, site, 'not-found/folder-not-found', this.show);
       return (await listRows(em, site, opts)).map((r) => toEntry(r, this.visible(r.path)));
     });
   }
@@ -118,9 +124,14 @@ export class FileSession {
           'processing-failure/destination-exists',
           `/${this.visible(site)} already exists`,
         );
-      if (opts.parents) await ensureFolders(em, site);
+      if (opts.parents) await ensureFolders(em, site, this.show);
       else {
-        await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist');
+        await requireFolder(
+          em,
+          parentOf(site),
+          'processing-failure/destination-parent-does-not-exist',
+          this.show,
+        );
         await insertFolder(em, site);
       }
       await this.record(em, 'create', site);
@@ -141,6 +152,7 @@ export class FileSession {
         throw new GatewayError('processing-failure/folder-not-empty', `/${this.visible(site)} is not empty`);
       }
       await deleteTree(em, row);
+      await forgetDav(em, site);
       await this.record(em, 'destroy', site);
     });
   }
@@ -178,7 +190,12 @@ export class FileSession {
       await requireCapability(em, this.principal, 'write', dest);
       const row = await getRow(em, source);
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(source)} does not exist`);
-      await requireFolder(em, parentOf(dest), 'processing-failure/destination-parent-does-not-exist');
+      await requireFolder(
+        em,
+        parentOf(dest),
+        'processing-failure/destination-parent-does-not-exist',
+        this.show,
+      );
       const existing = await getRow(em, dest);
       if (existing) {
         if (!opts.overwrite)
@@ -188,9 +205,16 @@ export class FileSession {
           );
         await requireCapability(em, this.principal, 'delete', dest);
         await deleteTree(em, existing);
+        await forgetDav(em, dest);
       }
-      if (kind === 'move') await moveTree(em, row, dest);
-      else await copyTree(em, row, dest);
+      // WebDAV's dead properties follow the file, in the same unit of work.
+      if (kind === 'move') {
+        await moveTree(em, row, dest);
+        await moveDav(em, source, dest);
+      } else {
+        await copyTree(em, row, dest);
+        await copyDav(em, source, dest);
+      }
       await this.record(em, kind, dest, { source, destination: dest });
     });
   }
@@ -256,13 +280,27 @@ export class FileSession {
       throw new GatewayError('bad-request/invalid-path', 'The root folder is not a file');
     return this.ctx.db.read(async (em) => {
       await requireCapability(em, this.principal, 'write', site);
-      await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist');
+      await requireFolder(
+        em,
+        parentOf(site),
+        'processing-failure/destination-parent-does-not-exist',
+        this.show,
+      );
       const existing = await getRow(em, site);
       if (existing?.type === 'directory') {
         throw new GatewayError('processing-failure/destination-exists', `/${this.visible(site)} is a folder`);
       }
       return { site, existing };
     });
+  }
+
+  /**
+   * stage starts a staged write of `path` (SFTP: WRITE at any offset, then commit on CLOSE):
+   * permission and parent are checked now, the bytes go to a temporary file under
+   * <data_dir>/staging, and commit() runs the same atomic commit as write().
+   */
+  async stage(path: string, opts: { truncate: boolean; signal?: AbortSignal }): Promise<StagedWrite> {
+    return StagedWrite.open(this, pathJoin(this.ctx.config.data_dir, 'staging'), path, opts);
   }
 
   /**
@@ -327,7 +365,12 @@ export class FileSession {
       return await this.ctx.db.work(async (em) => {
         // Checked again: the folder may have gone, or become something else, while bytes streamed.
         await requireCapability(em, this.principal, 'write', site);
-        await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist');
+        await requireFolder(
+          em,
+          parentOf(site),
+          'processing-failure/destination-parent-does-not-exist',
+          this.show,
+        );
         const row = await getRow(em, site);
         if (row?.type === 'directory')
           throw new GatewayError(

@@ -91,11 +91,13 @@ export class Uploads {
         );
       }
       storeUploadId = await this.store.createUpload(blobId);
+      // Equal copy parts, so none but the last client part is below S3's 5 MiB minimum.
+      const copySize = Math.ceil(keep / Math.max(reserved, 1));
       for (let i = 0; i < reserved; i++) {
-        const start = i * MAX_PART;
+        const start = i * copySize;
         await this.store.copyPart(blobId, storeUploadId, i + 1, existing!.blob_id!, {
           start,
-          end: Math.min(keep, start + MAX_PART) - 1,
+          end: Math.min(keep, start + copySize) - 1,
         });
       }
     }

@@ -1,6 +1,12 @@
 import { expect } from 'chai';
 import { errorTitle, errorTypes, GatewayError, modelSaveError } from '../../../src/core/errors.ts';
 import { errorObject, statusOf } from '../../../protocols/rest/errors.ts';
+import { sftpStatus } from '../../../protocols/sftp/errors.ts';
+import {
+  familyStatus as davFamilyStatus,
+  statusOf as davStatusOf,
+} from '../../../protocols/webdav/errors.ts';
+import { replyFor as ftpReplyFor } from '../../../protocols/ftp/errors.ts';
 
 describe('error catalogue', () => {
   it("holds every one of SPEC's families and the types the issue names", () => {
@@ -47,6 +53,7 @@ describe('error catalogue', () => {
           'bad-request/method-not-allowed',
           'bad-request/unsupported-media-type',
           'bad-request/unsupported-http-response-format',
+          'processing-failure/invalid-range',
         ].includes(type) &&
         !type.endsWith('-locked')
       ) {
@@ -59,6 +66,91 @@ describe('error catalogue', () => {
     }
     expect(statusOf(new GatewayError('processing-failure/file-locked'))).to.equal(423);
     expect(statusOf(new GatewayError('bad-request/method-not-allowed'))).to.equal(405);
+    expect(statusOf(new GatewayError('processing-failure/invalid-range'))).to.equal(416);
+  });
+
+  it('maps every type to an FTP reply (STYLE.md §3 table)', () => {
+    const expected: Record<string, number> = {
+      'bad-request': 501,
+      'not-authenticated': 530,
+      'not-authorized': 550,
+      'not-found': 550,
+      'processing-failure': 550,
+      'rate-limited': 421,
+      'service-unavailable': 421,
+      'site-configuration': 550,
+    };
+    const overrides: Record<string, number> = {
+      'bad-request/invalid-path': 553,
+      'processing-failure/path-too-long': 553,
+      'processing-failure/filename-too-long': 553,
+      'bad-request/method-not-allowed': 502,
+      'processing-failure/file-locked': 450,
+      'processing-failure/folder-locked': 450,
+      'processing-failure/resource-locked': 450,
+      'bad-request/invalid-upload-offset': 554,
+      'processing-failure/invalid-range': 554,
+      'processing-failure/file-not-uploaded': 426,
+    };
+    for (const type of errorTypes) {
+      const reply = ftpReplyFor(new GatewayError(type));
+      expect(reply.code, type).to.equal(overrides[type] ?? expected[type.split('/')[0]!]);
+      expect(reply.text, type).to.be.a('string').and.not.equal('');
+      expect(reply.text, type).to.not.match(/[\r\n]/);
+    }
+    expect(ftpReplyFor(new GatewayError('rate-limited/too-many-login-attempts')).close).to.equal(true);
+  });
+
+  it('maps every type to a WebDAV status (STYLE.md §3 table)', () => {
+    const overrides: Record<string, number> = {
+      'bad-request/method-not-allowed': 405,
+      'bad-request/cannot-download-directory': 405,
+      'bad-request/unsupported-media-type': 415,
+      'bad-request/attachment-too-large': 413,
+      'bad-request/destination-same': 403,
+      'bad-request/folder-must-not-be-a-file': 409,
+      'processing-failure/destination-exists': 412,
+      'processing-failure/destination-parent-does-not-exist': 409,
+      'processing-failure/file-locked': 423,
+      'processing-failure/folder-locked': 423,
+      'processing-failure/resource-locked': 423,
+      'processing-failure/subfolder-locked': 423,
+      'processing-failure/invalid-range': 416,
+      'processing-failure/path-too-long': 400,
+      'processing-failure/filename-too-long': 400,
+      'processing-failure/invalid-filename': 400,
+    };
+    for (const type of errorTypes) {
+      const err = new GatewayError(type);
+      const status = davStatusOf(err);
+      expect(status, type).to.be.within(400, 599);
+      expect(status, type).to.equal(overrides[type] ?? davFamilyStatus[err.family]);
+    }
+    expect(davStatusOf(new GatewayError('not-authenticated/locked-out'))).to.equal(401);
+    expect(davStatusOf(new GatewayError('processing-failure/folder-not-empty'))).to.equal(409);
+  });
+
+  it('maps every type to an SFTP v3 status (STYLE.md §3 table)', () => {
+    // SFTP v3: OK 0 … OP_UNSUPPORTED 8; an error is never OK or EOF.
+    const expected: Record<string, number> = {
+      'bad-request': 4,
+      'not-authenticated': 3,
+      'not-authorized': 3,
+      'not-found': 2,
+      'processing-failure': 4,
+      'rate-limited': 4,
+      'service-unavailable': 4,
+      'site-configuration': 3,
+    };
+    const overrides: Record<string, number> = {
+      'bad-request/method-not-allowed': 8,
+      'processing-failure/destination-parent-does-not-exist': 2,
+    };
+    for (const type of errorTypes) {
+      const { code, message } = sftpStatus(new GatewayError(type));
+      expect(code, type).to.equal(overrides[type] ?? expected[type.split('/')[0]!]);
+      expect(message, type).to.be.a('string').and.not.equal('');
+    }
   });
 
   it('carries the model-save fields in the error object', () => {

@@ -1,0 +1,345 @@
+/**
+ * One FTP control connection: a line-buffered command loop (CRLF or bare LF, a maximum line
+ * length, UTF-8 decoded on whole lines), the session's state, and the replies. Commands run one at
+ * a time; a transfer runs beside the loop, so ABOR, STAT and NOOP are answered while it runs and
+ * other commands wait for it.
+ */
+import type net from 'node:net';
+import tls from 'node:tls';
+import type { Core, FileSession, Principal } from '../../src/core/index.ts';
+import { resolveChroot } from '../../src/core/index.ts';
+import type { Logger } from '../../src/log.ts';
+import { commands } from './commands/index.ts';
+import { DataChannel, plainAddress, type DataSettings } from './data.ts';
+import { replyForUnknown, ReplyError, type FtpReply } from './errors.ts';
+
+/** MAX_LINE is the longest command line accepted, in bytes (a 550-character path in 4-byte UTF-8 fits). */
+export const MAX_LINE = 4096;
+
+/** ServerContext is what every connection of one listener shares. */
+export interface ServerContext {
+  core: Core;
+  log: Logger;
+  secureContext: tls.SecureContext;
+  data: Omit<DataSettings, 'secureContext'>;
+  requireTls: boolean;
+  idleTimeoutMs: number;
+  /** the IPv4 address PASV names ('' for the control connection's local address) */
+  passiveAddress: string;
+}
+
+/** Transfer is the data transfer in progress: ABOR aborts it, STAT reports it. */
+export interface Transfer {
+  command: string;
+  path: string;
+  bytes: number;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+/** Command is one FTP command's handler and when it may run. */
+export interface Command {
+  run(c: FtpConnection, arg: string): Promise<void> | void;
+  /** allowed before login (RFC 959 and RFC 4217 session setup) */
+  public?: boolean;
+  /** answered while a transfer runs instead of waiting for it */
+  midTransfer?: boolean;
+  /** the argument is required (501 without it) */
+  needsArg?: boolean;
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** FtpConnection is one client's control connection and session state. */
+export class FtpConnection {
+  socket: net.Socket;
+  readonly peer: string;
+  log: Logger;
+  readonly data: DataChannel;
+  /** the name given by USER, waiting for PASS */
+  username: string | null = null;
+  principal: Principal | null = null;
+  private fileSession: FileSession | null = null;
+  /** the working directory relative to the user's root ('' is `/`) */
+  cwd = '';
+  /** the offset REST set for the next RETR or STOR */
+  restOffset = 0;
+  /** the path RNFR named, for the next RNTO */
+  renameFrom: string | null = null;
+  /** PROT: whether data connections use TLS */
+  protectData: boolean;
+  pbsz = false;
+  /** EPSV ALL was sent: only EPSV may set up data connections (RFC 2428) */
+  epsvAll = false;
+  transfer: Transfer | null = null;
+  /** the algorithm HASH answers with (OPTS HASH) */
+  hashAlgo: 'MD5' | 'CRC32' = 'MD5';
+  private buffer: Buffer = Buffer.alloc(0);
+  private overlong = false;
+  private readonly queue: string[] = [];
+  private running = false;
+  private closed = false;
+  /** closedPromise resolves when the control connection is gone */
+  readonly closedPromise: Promise<void>;
+  private resolveClosed: () => void = () => undefined;
+  private onData = (chunk: Buffer) => this.receive(chunk);
+
+  constructor(
+    readonly server: ServerContext,
+    socket: net.Socket,
+    /** the control connection is TLS from the start (implicit FTPS) */
+    readonly implicitTls: boolean,
+  ) {
+    this.socket = socket;
+    this.peer = plainAddress(socket.remoteAddress);
+    this.log = server.log.child({ interface: 'ftp', ip: this.peer });
+    this.data = new DataChannel({ ...server.data, secureContext: server.secureContext }, this.peer);
+    // Implicit FTPS clients expect protected data without PROT P (FileZilla, curl send it anyway).
+    this.protectData = implicitTls;
+    this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.attach(socket);
+  }
+
+  /** core is the gateway's core. */
+  get core(): Core {
+    return this.server.core;
+  }
+
+  /** tls tells whether the control connection is encrypted. */
+  get tls(): boolean {
+    return this.socket instanceof tls.TLSSocket;
+  }
+
+  /** files is the logged-in user's FileSession (the caller has checked the login). */
+  get files(): FileSession {
+    if (!this.fileSession) throw new ReplyError(530, 'Please log in with USER and PASS');
+    return this.fileSession;
+  }
+
+  /** loggedIn records a successful login. */
+  loggedIn(principal: Principal): void {
+    this.principal = principal;
+    this.fileSession = this.core.files.session(principal);
+    this.log = this.log.child({ user: principal.user?.username });
+  }
+
+  /** resolve turns a client path into the session path (relative to the user's root), like a chroot. */
+  resolve(arg: string): string {
+    return resolveChroot(this.cwd, arg);
+  }
+
+  /** start greets the client. */
+  start(): void {
+    this.reply(220, 'svc-gateway FTP server ready');
+  }
+
+  private attach(socket: net.Socket): void {
+    socket.on('data', this.onData);
+    socket.on('error', (err) => this.log.debug('control connection error', { error: String(err) }));
+    socket.on('close', () => this.teardown());
+    socket.setTimeout(this.server.idleTimeoutMs, () => {
+      // Idle means no command and no transfer: a long upload is not idleness (ftp-srv#387).
+      if (this.transfer) return;
+      this.reply(421, 'Idle timeout; closing the connection');
+      this.end();
+    });
+  }
+
+  /** receive buffers bytes and queues every complete line. */
+  private receive(chunk: Buffer): void {
+    this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk;
+    for (;;) {
+      const nl = this.buffer.indexOf(0x0a);
+      if (nl < 0) {
+        if (this.buffer.length > MAX_LINE) {
+          // Keep discarding until the end of this line, then answer it once.
+          this.overlong = true;
+          this.buffer = Buffer.alloc(0);
+        }
+        break;
+      }
+      const raw = this.buffer.subarray(0, nl);
+      this.buffer = this.buffer.subarray(nl + 1);
+      if (this.overlong || raw.length > MAX_LINE) {
+        this.overlong = false;
+        this.queue.push('\u0000overlong');
+        continue;
+      }
+      this.queue.push(decodeLine(raw));
+    }
+    void this.pump();
+  }
+
+  /** pump runs queued commands one at a time; the mid-transfer ones overtake a running transfer. */
+  private async pump(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      while (this.queue.length && !this.closed) {
+        const line = this.queue[0]!;
+        const name = line.split(' ', 1)[0]!.toUpperCase();
+        if (this.transfer && !commands[name]?.midTransfer) {
+          await this.transfer.done;
+          continue;
+        }
+        this.queue.shift();
+        this.socket.setTimeout(this.server.idleTimeoutMs);
+        await this.execute(line);
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async execute(line: string): Promise<void> {
+    if (line === '\u0000overlong')
+      return this.reply(500, `Command line too long (maximum ${MAX_LINE} bytes)`);
+    if (line === '\u0000invalid') return this.reply(501, 'The command is not valid UTF-8');
+    const space = line.indexOf(' ');
+    const name = (space < 0 ? line : line.slice(0, space)).toUpperCase();
+    // Everything after the first space, as sent: names may have spaces, quotes and leading dashes.
+    const arg = space < 0 ? '' : line.slice(space + 1);
+    const command = commands[name];
+    if (!command) return this.reply(502, `Command not implemented: ${name.slice(0, 20)}`);
+    if (!command.public && !this.principal) return this.reply(530, 'Please log in with USER and PASS');
+    if (command.needsArg && arg === '') return this.reply(501, `${name} needs an argument`);
+    if (name !== 'RNTO' && name !== 'RNFR') this.renameFrom = null;
+    try {
+      await command.run(this, arg);
+    } catch (err) {
+      const reply = replyForUnknown(err, this.log);
+      this.reply(reply.code, reply.text);
+      if (reply.close) this.end();
+    }
+    // REST applies to the one command after it.
+    if (name !== 'REST') this.restOffset = 0;
+  }
+
+  /** reply sends one reply; several lines make a multi-line reply (RFC 959 4.2). */
+  reply(code: number, text: string | string[]): void {
+    if (this.closed || this.socket.destroyed) return;
+    const lines = (Array.isArray(text) ? text : [text]).flatMap((t) => t.split(/\r?\n/));
+    let out = '';
+    if (lines.length === 1) out = `${code} ${lines[0]}\r\n`;
+    else {
+      out = `${code}-${lines[0]}\r\n`;
+      for (const l of lines.slice(1, -1)) out += ` ${l}\r\n`;
+      out += `${code} ${lines[lines.length - 1]}\r\n`;
+    }
+    this.socket.write(out);
+  }
+
+  /** replyWith sends a mapped reply and closes the session when the reply says so. */
+  send(reply: FtpReply): void {
+    this.reply(reply.code, reply.text);
+    if (reply.close) this.end();
+  }
+
+  /**
+   * upgrade starts TLS on the control connection after `234` (AUTH TLS). Bytes the client sent
+   * after AUTH in plain text are dropped, so none can be injected into the secure session.
+   */
+  upgrade(): void {
+    const raw = this.socket;
+    raw.off('data', this.onData);
+    raw.pause();
+    raw.setTimeout(0);
+    this.buffer = Buffer.alloc(0);
+    this.queue.length = 0;
+    raw.write('234 AUTH TLS successful\r\n', () => {
+      if (this.closed) return;
+      const secure = new tls.TLSSocket(raw, { isServer: true, secureContext: this.server.secureContext });
+      this.socket = secure;
+      secure.on('data', this.onData);
+      secure.on('close', () => this.teardown());
+      secure.on('error', (err) => {
+        this.log.debug('TLS error on the control connection', { error: String(err) });
+        secure.destroy();
+      });
+      secure.setTimeout(this.server.idleTimeoutMs, () => {
+        if (this.transfer) return;
+        this.reply(421, 'Idle timeout; closing the connection');
+        this.end();
+      });
+    });
+  }
+
+  /**
+   * runTransfer runs `work` beside the command loop: ABOR or a lost control connection aborts its
+   * signal; the loop waits for it before the next ordinary command.
+   */
+  runTransfer(command: string, path: string, work: (t: Transfer) => Promise<void>): void {
+    const controller = new AbortController();
+    const transfer: Transfer = { command, path, bytes: 0, controller, done: Promise.resolve() };
+    transfer.done = (async () => {
+      try {
+        await work(transfer);
+      } catch (err) {
+        this.data.release();
+        const reply = controller.signal.aborted
+          ? { code: 426, text: 'Connection closed; transfer aborted' }
+          : replyForUnknown(err, this.log);
+        this.reply(reply.code, reply.text);
+      } finally {
+        this.data.finished();
+        this.transfer = null;
+      }
+    })();
+    this.transfer = transfer;
+    void transfer.done.then(() => this.pump());
+  }
+
+  /** end closes the control connection after the replies already written. */
+  end(): void {
+    if (this.closed) return;
+    this.socket.end();
+    setTimeout(() => this.socket.destroy(), 2000).unref();
+  }
+
+  /** close ends the session for shutdown: abort any transfer, say 421, and wait until it is gone. */
+  async close(): Promise<void> {
+    if (!this.closed) {
+      this.transfer?.controller.abort();
+      this.reply(421, 'Server shutting down; closing the connection');
+      this.end();
+    }
+    await this.closedPromise;
+  }
+
+  private teardown(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.resolveClosed();
+    // A lost control connection discards an upload in progress (DESIGN.md "Uploads").
+    this.transfer?.controller.abort();
+    this.data.release();
+  }
+}
+
+/**
+ * decodeLine strips the line end and Telnet commands (IAC IP/DM that clients put before ABOR) and
+ * decodes UTF-8; invalid UTF-8 becomes a marker the loop answers with 501.
+ */
+function decodeLine(raw: Buffer): string {
+  let end = raw.length;
+  if (end > 0 && raw[end - 1] === 0x0d) end--;
+  let bytes = raw.subarray(0, end);
+  if (bytes.includes(0xff)) {
+    // 0xFF never occurs in UTF-8: it is always Telnet IAC; drop it with its command byte.
+    const out: number[] = [];
+    for (let i = 0; i < bytes.length; i++) {
+      if (bytes[i] === 0xff) {
+        if ((bytes[i + 1] ?? 0) >= 0xf0) i++;
+        continue;
+      }
+      if (bytes[i] === 0xf2 && out.length === 0) continue; // Telnet DM sent as urgent data
+      out.push(bytes[i]!);
+    }
+    bytes = Buffer.from(out);
+  }
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    return '\u0000invalid';
+  }
+}

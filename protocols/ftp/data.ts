@@ -1,0 +1,207 @@
+/**
+ * The data channel of one FTP session: at most one pending passive listener (PASV/EPSV) on a port
+ * of the configured range, or an active-mode target (PORT/EPRT, off by default). A transfer
+ * command sends 150 first and then waits here for the connection, which must come from the
+ * control connection's peer and, under PROT P, resume the control connection's TLS session.
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import { ReplyError } from './errors.ts';
+
+/** DataSettings are what the channel needs from the listener and the settings. */
+export interface DataSettings {
+  /** the address listeners bind */
+  host: string;
+  range: { first: number; last: number };
+  secureContext: tls.SecureContext;
+  requireSessionReuse: boolean;
+  timeoutMs: number;
+  activeMode: boolean;
+}
+
+/** plainAddress drops the IPv4-mapped prefix, so ::ffff:127.0.0.1 and 127.0.0.1 compare equal. */
+export function plainAddress(address: string | undefined): string {
+  return (address ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+}
+
+/** DataChannel opens the data connections of one control connection. */
+export class DataChannel {
+  private listener: net.Server | null = null;
+  /** a connection that arrived before the transfer command took it */
+  private early: net.Socket | null = null;
+  private onAccept: ((socket: net.Socket) => void) | null = null;
+  private target: { host: string; port: number } | null = null;
+  /** the socket of the transfer in progress, so ABOR and close can cut it */
+  private current: net.Socket | null = null;
+
+  constructor(
+    private readonly settings: DataSettings,
+    /** the control connection's peer address, the only address data connections may come from */
+    private readonly peer: string,
+  ) {}
+
+  /** listen opens the session's one passive listener (releasing any earlier one) and returns its port. */
+  async listen(): Promise<number> {
+    this.release();
+    const { first, last } = this.settings.range;
+    const count = last - first + 1;
+    // A random start spreads sessions over the range; EADDRINUSE moves on, so ports taken by other
+    // sessions, the other listener or another process are skipped without shared state.
+    const start = Math.floor(Math.random() * count);
+    for (let i = 0; i < count; i++) {
+      const port = first + ((start + i) % count);
+      const server = net.createServer({ pauseOnConnect: true });
+      const bound = await new Promise<boolean>((resolve) => {
+        server.once('error', () => resolve(false));
+        server.listen({ port, host: this.settings.host, exclusive: true }, () => resolve(true));
+      });
+      if (!bound) continue;
+      server.on('error', () => this.release());
+      server.on('connection', (socket) => this.accepted(server, socket));
+      this.listener = server;
+      return port;
+    }
+    throw new ReplyError(425, 'No passive port is free; try again later');
+  }
+
+  /** setActive records the client's address for PORT/EPRT; the peer must be the control peer. */
+  setActive(host: string, port: number): void {
+    if (!this.settings.activeMode)
+      throw new ReplyError(502, 'Active mode is disabled on this server; use PASV or EPSV');
+    if (plainAddress(host) !== plainAddress(this.peer))
+      throw new ReplyError(504, 'The data address must be the address of the control connection');
+    if (port < 1024 || port > 65535) throw new ReplyError(504, 'The data port must be from 1024 to 65535');
+    this.release();
+    this.target = { host: plainAddress(host), port };
+  }
+
+  /** ready tells whether a transfer command has a data connection to wait for. */
+  get ready(): boolean {
+    return this.listener !== null || this.early !== null || this.target !== null;
+  }
+
+  private accepted(server: net.Server, socket: net.Socket): void {
+    // Only the control connection's peer may use the port (ftp-srv's check, kept: FTP bounce and
+    // port-stealing attacks); a stranger is cut and the port stays open for the client.
+    if (plainAddress(socket.remoteAddress) !== plainAddress(this.peer)) {
+      socket.destroy();
+      return;
+    }
+    // One connection per PASV: the port is released as soon as it has one.
+    server.close();
+    if (this.listener === server) this.listener = null;
+    socket.on('error', () => undefined);
+    if (this.onAccept) this.onAccept(socket);
+    else {
+      this.early?.destroy();
+      this.early = socket;
+      socket.once('close', () => {
+        if (this.early === socket) this.early = null;
+      });
+    }
+  }
+
+  /**
+   * open waits for (or, in active mode, makes) the data connection, then starts TLS on it when
+   * `protect` is set. Call it after sending 150: lftp and FileZilla open the connection, or start
+   * its TLS handshake, only after the 150.
+   */
+  async open(protect: boolean, signal: AbortSignal): Promise<net.Socket> {
+    let raw: net.Socket;
+    try {
+      raw = await this.connect(signal);
+    } finally {
+      this.onAccept = null;
+    }
+    this.current = raw;
+    if (!protect) return raw;
+    const secure = new tls.TLSSocket(raw, { isServer: true, secureContext: this.settings.secureContext });
+    this.current = secure;
+    secure.on('error', () => undefined);
+    await this.within(signal, raw, (resolve, reject) => {
+      secure.once('secure', resolve);
+      secure.once('error', reject);
+      secure.once('close', () => reject(new ReplyError(425, 'The data connection closed during TLS setup')));
+    });
+    if (this.settings.requireSessionReuse && !secure.isSessionReused()) {
+      secure.destroy();
+      throw new ReplyError(425, 'The data connection must resume the TLS session of the control connection');
+    }
+    return secure;
+  }
+
+  private async connect(signal: AbortSignal): Promise<net.Socket> {
+    if (this.target) {
+      const { host, port } = this.target;
+      this.target = null;
+      const socket = net.connect({ host, port });
+      socket.on('error', () => undefined);
+      await this.within(signal, socket, (resolve, reject) => {
+        socket.once('connect', resolve);
+        socket.once('error', () =>
+          reject(new ReplyError(425, `Cannot open a data connection to port ${port}`)),
+        );
+      });
+      return socket;
+    }
+    if (this.early) {
+      const socket = this.early;
+      this.early = null;
+      return socket;
+    }
+    if (!this.listener) throw new ReplyError(425, 'Use PASV or EPSV first');
+    let socket: net.Socket | null = null;
+    await this.within(signal, null, (resolve) => {
+      this.onAccept = (s) => {
+        socket = s;
+        resolve();
+      };
+    });
+    return socket!;
+  }
+
+  /** within runs a wait bounded by the data timeout and the transfer's signal; `socket` is cut on failure. */
+  private within(
+    signal: AbortSignal,
+    socket: net.Socket | null,
+    wait: (resolve: () => void, reject: (err: Error) => void) => void,
+  ): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const fail = (err: Error) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        socket?.destroy();
+        this.release();
+        reject(err);
+      };
+      const onAbort = () => fail(new ReplyError(426, 'Transfer aborted'));
+      const timer = setTimeout(
+        () => fail(new ReplyError(425, 'No data connection was established in time')),
+        this.settings.timeoutMs,
+      );
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      wait(() => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      }, fail);
+    });
+  }
+
+  /** release closes the pending listener, a waiting connection and the current data socket. */
+  release(): void {
+    this.listener?.close();
+    this.listener = null;
+    this.early?.destroy();
+    this.early = null;
+    this.target = null;
+    this.current?.destroy();
+    this.current = null;
+  }
+
+  /** finished forgets the socket of a transfer that ended normally. */
+  finished(): void {
+    this.current = null;
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * The FTP front end: a listener for plain FTP with explicit TLS (AUTH TLS, `ports.ftp`) or one
+ * for implicit TLS (`ports.ftps`), each with one TLS SecureContext shared by its control and data
+ * connections, so a data connection can resume its control connection's TLS session (the
+ * certificate is the HTTPS one). `stop` says 421 to every session and waits for them to close; it
+ * never exits the process.
+ */
+import net, { type AddressInfo } from 'node:net';
+import tls from 'node:tls';
+import type { FrontEnd } from '../../src/core/index.ts';
+import { FtpConnection, type ServerContext } from './connection.ts';
+
+/** FtpListenerKind is which of the two listeners a front end is. */
+export type FtpListenerKind = 'ftp' | 'ftps';
+
+/**
+ * ftpFrontEnd serves FTP on `ports.ftp` (plain, AUTH TLS) or, for 'ftps', implicit FTPS on
+ * `ports.ftps`. Its name is the settings key, so the gateway reports `ports.ftp`/`ports.ftps`.
+ */
+export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
+  let server: net.Server | null = null;
+  const sessions = new Set<FtpConnection>();
+  return {
+    name: kind,
+    async start(core, opts) {
+      const settings = core.config.ftp;
+      const context: ServerContext = {
+        core,
+        log: core.log.child({ interface: 'ftp', listener: kind }),
+        secureContext: tls.createSecureContext({ cert: opts.tls.cert, key: opts.tls.key }),
+        data: {
+          host: opts.host,
+          range: core.config.ports.ftp_pasv,
+          requireSessionReuse: settings.require_session_reuse,
+          timeoutMs: settings.data_timeout_seconds * 1000,
+          activeMode: settings.active_mode,
+        },
+        requireTls: settings.require_tls,
+        idleTimeoutMs: settings.idle_timeout_seconds * 1000,
+        passiveAddress: settings.passive_address,
+      };
+      const s = net.createServer((raw) => {
+        raw.setNoDelay(true);
+        raw.on('error', () => undefined);
+        const socket =
+          kind === 'ftps'
+            ? new tls.TLSSocket(raw, { isServer: true, secureContext: context.secureContext })
+            : raw;
+        const connection = new FtpConnection(context, socket, kind === 'ftps');
+        sessions.add(connection);
+        void connection.closedPromise.then(() => sessions.delete(connection));
+        connection.start();
+      });
+      server = s;
+      await new Promise<void>((resolve, reject) => {
+        s.once('error', reject);
+        s.listen(opts.port, opts.host, () => {
+          s.off('error', reject);
+          resolve();
+        });
+      });
+      return { port: (s.address() as AddressInfo).port };
+    },
+    async stop() {
+      const s = server;
+      if (!s) return;
+      server = null;
+      const closed = new Promise<void>((resolve) => s.close(() => resolve()));
+      await Promise.all([...sessions].map((c) => c.close()));
+      await closed;
+    },
+  };
+}

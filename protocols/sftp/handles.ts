@@ -1,0 +1,152 @@
+/**
+ * Per-session SFTP handles: open files being read, staged uploads, and folder listings. Each
+ * handle runs its requests one after another in arrival order (pipelined READs of a download then
+ * read one stream sequentially, and a CLOSE never overtakes the WRITEs before it), and the table
+ * releases everything when the session ends (mscdex/ssh2#709: nobody else will).
+ */
+import type { Readable } from 'node:stream';
+import { GatewayError, type Entry, type FileSession, type StagedWrite } from '../../src/core/index.ts';
+
+/** ReadHandle is a file opened for reading: one stream, positioned where the last READ stopped. */
+export interface ReadHandle {
+  kind: 'read';
+  path: string;
+  entry: Entry;
+  cursor: StreamCursor | null;
+}
+
+/** WriteHandle is an upload staged in the core until CLOSE commits it. */
+export interface WriteHandle {
+  kind: 'write';
+  path: string;
+  staged: StagedWrite;
+  append: boolean;
+}
+
+/** DirHandle is a folder listing read in pages by READDIR. */
+export interface DirHandle {
+  kind: 'dir';
+  path: string;
+  offset: number;
+  done: boolean;
+}
+
+export type Handle = (ReadHandle | WriteHandle | DirHandle) & { queue: Promise<unknown> };
+
+/** StreamCursor reads a byte stream in pieces of a requested size, remembering its position. */
+export class StreamCursor {
+  private left: Buffer | null = null;
+  private readonly it: AsyncIterator<Buffer>;
+  private ended = false;
+
+  constructor(
+    private readonly stream: Readable,
+    /** the file offset of the next byte the stream yields */
+    public pos: number,
+  ) {
+    this.it = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  }
+
+  /** take reads up to `n` bytes (fewer only at the end of the file); empty at the end. */
+  async take(n: number): Promise<Buffer> {
+    const out: Buffer[] = [];
+    let got = 0;
+    while (got < n && !this.ended) {
+      if (!this.left) {
+        const r = await this.it.next();
+        if (r.done) {
+          this.ended = true;
+          break;
+        }
+        this.left = r.value;
+      }
+      const part = this.left.subarray(0, n - got);
+      this.left = part.length < this.left.length ? this.left.subarray(part.length) : null;
+      out.push(part);
+      got += part.length;
+    }
+    this.pos += got;
+    return out.length === 1 ? out[0]! : Buffer.concat(out, got);
+  }
+
+  /** close stops the stream and frees its buffers. */
+  close(): void {
+    this.left = null;
+    this.stream.destroy();
+  }
+}
+
+/** HandleTable maps the opaque handle strings of one session to its open handles. */
+export class HandleTable {
+  private readonly handles = new Map<string, Handle>();
+  private next = 1;
+
+  constructor(private readonly max: number) {}
+
+  get size(): number {
+    return this.handles.size;
+  }
+
+  get full(): boolean {
+    return this.handles.size + this.reserved >= this.max;
+  }
+
+  private reserved = 0;
+
+  /**
+   * reserve holds a slot while a handle is being opened (OPENs run concurrently), or throws when
+   * the session has `max` handles; the returned function gives the slot back.
+   */
+  reserve(): () => void {
+    if (this.full) throw new GatewayError('rate-limited/too-many-requests', 'Too many open handles');
+    this.reserved++;
+    let given = false;
+    return () => {
+      if (!given) this.reserved--;
+      given = true;
+    };
+  }
+
+  /** add registers a handle and returns its id (4 bytes on the wire, well under SFTP's 256). */
+  add(h: ReadHandle | WriteHandle | DirHandle): Buffer {
+    const id = Buffer.allocUnsafe(4);
+    id.writeUInt32BE(this.next++ >>> 0);
+    this.handles.set(id.toString('hex'), { ...h, queue: Promise.resolve() });
+    return id;
+  }
+
+  get(id: Buffer): Handle | undefined {
+    return this.handles.get(id.toString('hex'));
+  }
+
+  delete(id: Buffer): void {
+    this.handles.delete(id.toString('hex'));
+  }
+
+  /** releaseAll closes every read stream and aborts every unfinished upload (session ended). */
+  async releaseAll(): Promise<void> {
+    const all = [...this.handles.values()];
+    this.handles.clear();
+    await Promise.all(
+      all.map(async (h) => {
+        if (h.kind === 'read') h.cursor?.close();
+        if (h.kind === 'write') await h.staged.abort().catch(() => undefined);
+      }),
+    );
+  }
+}
+
+/** describe is the `Entry` of a handle's file as FSTAT reports it. */
+export function openEntry(session: FileSession, h: Handle): Promise<Entry> | Entry {
+  if (h.kind === 'write')
+    return {
+      path: h.path,
+      type: 'file',
+      size: h.staged.size,
+      mtime: new Date(),
+      crc32: null,
+      md5: null,
+    };
+  if (h.kind === 'read') return h.entry;
+  return session.stat(h.path);
+}

@@ -1,0 +1,247 @@
+/**
+ * The SFTP front end: ssh2 for the SSH transport (keys, ciphers, authentication, channels), our
+ * own SFTP v3 layer (session.ts) on the raw `sftp` subsystem channel. Every login goes through the
+ * core's gate (password, keyboard-interactive and public key alike), so `sftp_permission`,
+ * `allowed_ips`, `user_root`, lockout and the login Actions are the core's.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import ssh2 from 'ssh2';
+import type { AuthContext, Connection, ServerChannel } from 'ssh2';
+import type { Core, FrontEnd, Principal } from '../../src/core/index.ts';
+import type { Logger } from '../../src/log.ts';
+import { runExec } from './exec.ts';
+import { SftpSession } from './session.ts';
+
+const { Server, utils } = ssh2;
+
+/** ALGORITHMS are the modern choices only: no SHA-1, no CBC, no ssh-rsa signatures. */
+const ALGORITHMS = {
+  kex: [
+    'curve25519-sha256',
+    'curve25519-sha256@libssh.org',
+    'ecdh-sha2-nistp256',
+    'ecdh-sha2-nistp384',
+    'ecdh-sha2-nistp521',
+    'diffie-hellman-group16-sha512',
+    'diffie-hellman-group18-sha512',
+    'diffie-hellman-group14-sha256',
+  ],
+  cipher: [
+    'aes128-gcm@openssh.com',
+    'aes256-gcm@openssh.com',
+    'chacha20-poly1305@openssh.com',
+    'aes128-ctr',
+    'aes192-ctr',
+    'aes256-ctr',
+  ],
+  hmac: ['hmac-sha2-256-etm@openssh.com', 'hmac-sha2-512-etm@openssh.com'],
+  serverHostKey: ['ssh-ed25519', 'rsa-sha2-512', 'rsa-sha2-256'],
+  compress: ['none', 'zlib@openssh.com'],
+} as const;
+
+const AUTH_METHODS = ['publickey', 'password', 'keyboard-interactive'] as const;
+
+/**
+ * loadHostKeys reads the Ed25519 and RSA host keys from `dir`, generating them on first start:
+ * clients pin host keys, so they must stay the same across restarts.
+ */
+export function loadHostKeys(dir: string): string[] {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const specs = [
+    { file: 'ssh_host_ed25519_key', make: () => utils.generateKeyPairSync('ed25519') },
+    { file: 'ssh_host_rsa_key', make: () => utils.generateKeyPairSync('rsa', { bits: 3072 }) },
+  ];
+  return specs.map(({ file, make }) => {
+    const full = path.join(dir, file);
+    if (!existsSync(full)) {
+      const pair = make();
+      writeFileSync(full, pair.private, { mode: 0o600 });
+      writeFileSync(`${full}.pub`, `${pair.public}\n`, { mode: 0o644 });
+    }
+    return readFileSync(full, 'utf8');
+  });
+}
+
+/** ConnectionState is what one SSH connection knows: who logged in and its sessions. */
+interface ConnectionState {
+  principal: Principal | null;
+  sessions: Set<SftpSession>;
+  lastActive: number;
+}
+
+/** sftpFrontEnd serves SFTP (and rclone's exec probes) over SSH. */
+export function sftpFrontEnd(): FrontEnd {
+  let server: InstanceType<typeof Server> | null = null;
+  const clients = new Set<Connection>();
+
+  return {
+    name: 'sftp',
+    async start(core, opts) {
+      const cfg = core.config.sftp;
+      const log = core.log.child({ interface: 'sftp' });
+      const hostKeys = loadHostKeys(path.join(core.config.data_dir, 'ssh'));
+      server = new Server(
+        {
+          hostKeys,
+          algorithms: ALGORITHMS as never,
+          ident: 'svc-gateway',
+          ...(cfg.banner ? { banner: cfg.banner.endsWith('\n') ? cfg.banner : `${cfg.banner}\n` } : {}),
+          keepaliveInterval: cfg.keepalive_interval_seconds * 1000,
+          keepaliveCountMax: 3,
+        },
+        (client, info) => {
+          clients.add(client);
+          client.on('close', () => clients.delete(client));
+          serveConnection(core, log, client, info.ip);
+        },
+      );
+      const s = server;
+      await new Promise<void>((resolve, reject) => {
+        s.once('error', reject);
+        s.listen(opts.port, opts.host, () => {
+          s.off('error', reject);
+          resolve();
+        });
+      });
+      s.on('error', (err: Error) => log.error('sftp listener error', { error: err.message }));
+      return { port: (s.address() as AddressInfo).port };
+    },
+    async stop() {
+      const s = server;
+      if (!s) return;
+      server = null;
+      const closed = new Promise<void>((resolve) => s.close(() => resolve()));
+      // Ending a connection closes its channels; their sessions abort unfinished uploads.
+      for (const c of clients) c.end();
+      const timer = setTimeout(() => {
+        for (const c of clients) (c as unknown as { _sock?: { destroy(): void } })._sock?.destroy();
+      }, 2_000);
+      timer.unref();
+      await closed;
+      clearTimeout(timer);
+    },
+  };
+}
+
+function serveConnection(core: Core, log: Logger, client: Connection, rawIp: string): void {
+  const cfg = core.config.sftp;
+  const state: ConnectionState = { principal: null, sessions: new Set(), lastActive: Date.now() };
+  const touch = () => {
+    state.lastActive = Date.now();
+  };
+  const idleMs = cfg.idle_timeout_seconds * 1000;
+  const idle = setInterval(
+    () => {
+      const busy = [...state.sessions].some((s) => s.busy);
+      if (busy) touch();
+      else if (Date.now() - state.lastActive >= idleMs) {
+        log.debug('sftp: idle timeout', { ip: rawIp });
+        client.end();
+      }
+    },
+    Math.min(idleMs, 10_000),
+  );
+  idle.unref();
+  client.on('close', () => clearInterval(idle));
+  client.on('error', (err: Error) => log.debug('ssh connection error', { ip: rawIp, error: err.message }));
+
+  client.on('authentication', (ctx: AuthContext) => {
+    touch();
+    authenticate(core, ctx, rawIp).then(
+      (result) => {
+        if (result === 'key-ok') ctx.accept();
+        else if (result) {
+          state.principal = result;
+          ctx.accept();
+        } else ctx.reject([...AUTH_METHODS]);
+      },
+      (err: unknown) => {
+        log.error('ssh authentication failed unexpectedly', { error: String(err) });
+        ctx.reject([...AUTH_METHODS]);
+      },
+    );
+  });
+
+  client.on('ready', () => {
+    client.on('session', (accept) => {
+      const session = accept();
+      const principal = state.principal!;
+      session.on('subsystem', (acceptSub, reject, info) => {
+        if (info.name !== 'sftp') return reject();
+        const channel = acceptSub() as ServerChannel;
+        const sftp = new SftpSession(channel, core.files.session(principal), {
+          maxHandles: cfg.max_handles,
+          maxInflight: cfg.max_inflight_requests,
+          dataDir: core.config.data_dir,
+          username: principal.user?.username ?? 'site',
+          log,
+          touch,
+        });
+        state.sessions.add(sftp);
+        channel.on('close', () => state.sessions.delete(sftp));
+      });
+      session.on('exec', (acceptExec, _reject, info) => {
+        touch();
+        const channel = acceptExec();
+        runExec(info.command, core.files.session(principal))
+          .catch((err: unknown) => {
+            log.error('sftp exec failed', { error: String(err) });
+            return { stdout: '', stderr: 'internal error\n', code: 1 };
+          })
+          .then((res) => finish(channel, res));
+      });
+      session.on('shell', (acceptShell) => {
+        finish(acceptShell(), {
+          stdout: '',
+          stderr: 'This server offers SFTP only; shell access is not available.\r\n',
+          code: 1,
+        });
+      });
+    });
+  });
+}
+
+/** finish writes a command's output, then exit-status, then closes the channel. */
+function finish(channel: ServerChannel, res: { stdout: string; stderr: string; code: number }): void {
+  if (res.stdout) channel.write(res.stdout);
+  if (res.stderr) channel.stderr.write(res.stderr);
+  channel.exit(res.code);
+  channel.end();
+}
+
+/**
+ * authenticate takes one SSH authentication attempt to the core's gate and returns the admitted
+ * principal, `key-ok` for an acceptable key offer, or null to reject. A public-key offer without a signature is only a question ("would
+ * you take this key?") and records nothing; the signed attempt is verified here (SSH's part), then
+ * admitted by the core (whose key it is, and the rest of the gate).
+ */
+async function authenticate(core: Core, ctx: AuthContext, ip: string): Promise<Principal | 'key-ok' | null> {
+  const login = (password: string) =>
+    core.gate.login({ interface: 'sftp', ip, username: ctx.username, password }).catch(() => null);
+  switch (ctx.method) {
+    case 'password':
+      return login(ctx.password);
+    case 'keyboard-interactive': {
+      // WinSCP and FileZilla log in this way: one prompt, the password.
+      const answers = await new Promise<string[]>((resolve) =>
+        ctx.prompt([{ prompt: 'Password: ', echo: false }], (a) => resolve(a)),
+      );
+      return answers[0] === undefined ? null : login(answers[0]);
+    }
+    case 'publickey': {
+      const blob = ctx.key.data;
+      if (!ctx.signature || !ctx.blob) {
+        return (await core.gate.acceptsKey(ctx.username, blob)) ? 'key-ok' : null;
+      }
+      const key = utils.parseKey(blob);
+      if (key instanceof Error || !key.verify(ctx.blob, ctx.signature, ctx.hashAlgo)) return null;
+      return core.gate
+        .loginWithKey({ interface: 'sftp', ip, username: ctx.username, key: blob })
+        .catch(() => null);
+    }
+    default:
+      return null;
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * The HTTP side of WebDAV requests: request URLs to the session's paths and back to hrefs, and the
+ * headers RFC 4918 adds (Depth, Destination, Overwrite, Timeout). Paths are the session's own
+ * (user_root is `/`, '' here); the core normalizes and authorizes them.
+ */
+import type { Context } from 'koa';
+import {
+  GatewayError,
+  type Core,
+  type Entry,
+  type FileSession,
+  type Principal,
+} from '../../src/core/index.ts';
+
+/** DavState is what the middleware leaves on ctx.state for the methods. */
+export interface DavState {
+  principal: Principal;
+  session: FileSession;
+  /** the request URL's path, decoded, in the session's paths ('' is the root) */
+  path: string;
+}
+
+/** DavContext is a Koa context of a WebDAV request. */
+export type DavContext = Context & { state: DavState };
+
+/** Method is one WebDAV method's handler. */
+export type Method = (ctx: DavContext, core: Core) => Promise<void>;
+
+const invalid = (message: string) => new GatewayError('bad-request/invalid-path', message);
+
+/**
+ * decodePath turns a raw URL path into the session's path. Each segment is decoded on its own, so
+ * an encoded `/` (`%2f`) or a `.`/`..` segment (`%2e%2e`) can never change the tree it names.
+ */
+export function decodePath(raw: string): string {
+  const segments = raw.split('/').filter((s, i, all) => !(s === '' && (i === 0 || i === all.length - 1)));
+  const out: string[] = [];
+  for (const s of segments) {
+    let d: string;
+    try {
+      d = decodeURIComponent(s);
+    } catch {
+      throw invalid('The path is not valid percent-encoded UTF-8');
+    }
+    if (d.includes('/')) throw invalid('A name must not contain an encoded slash');
+    if (d === '.' || d === '..' || d === '') throw invalid('Paths must not contain ., .. or empty segments');
+    out.push(d);
+  }
+  return out.join('/');
+}
+
+/** hrefOf is the href of a session path: each segment percent-encoded; collections end with `/`. */
+export function hrefOf(path: string, collection: boolean): string {
+  if (path === '') return '/';
+  const encoded = `/${path.split('/').map(encodeURIComponent).join('/')}`;
+  return collection ? `${encoded}/` : encoded;
+}
+
+/** etagOf is a file's strong ETag: its content digest and modification time. Folders have none. */
+export function etagOf(entry: Entry): string | null {
+  if (entry.type === 'directory') return null;
+  return `"${entry.md5 ?? 'x'}-${(entry.size ?? 0).toString(36)}-${entry.mtime.getTime().toString(36)}"`;
+}
+
+/** Depth is RFC 4918's Depth header. */
+export type Depth = '0' | '1' | 'infinity';
+
+/** depthOf reads the Depth header; absent is `fallback`, anything else than 0, 1, infinity is 400. */
+export function depthOf(ctx: DavContext, fallback: Depth): Depth {
+  const raw = ctx.get('Depth').trim().toLowerCase();
+  if (raw === '') return fallback;
+  if (raw === '0' || raw === '1' || raw === 'infinity') return raw;
+  throw new GatewayError('bad-request/request-params-invalid', `Invalid Depth header: ${raw.slice(0, 40)}`);
+}
+
+/** overwriteOf reads the Overwrite header (T unless F). */
+export function overwriteOf(ctx: DavContext): boolean {
+  const raw = ctx.get('Overwrite').trim().toUpperCase();
+  if (raw === '' || raw === 'T') return true;
+  if (raw === 'F') return false;
+  throw new GatewayError('bad-request/request-params-invalid', 'Overwrite must be T or F');
+}
+
+/** destinationOf reads the Destination header (absolute URL or absolute path) as a session path. */
+export function destinationOf(ctx: DavContext): string {
+  const raw = ctx.get('Destination');
+  if (!raw)
+    throw new GatewayError('bad-request/request-params-required', 'COPY and MOVE need a Destination header');
+  // Taken apart by hand rather than with URL, which would resolve `..` and decode `%2e%2e`.
+  const m = /^(?:https?:\/\/[^/?#]*)?(\/[^?#]*)/i.exec(raw);
+  if (!m) throw new GatewayError('bad-request/request-params-invalid', 'The Destination header is not a URL');
+  return decodePath(m[1]!);
+}
+
+/** timeoutOf reads the Timeout header's first choice in seconds (Infinite and absent: `fallback`). */
+export function timeoutOf(ctx: DavContext, fallback: number): number {
+  for (const part of ctx.get('Timeout').split(',')) {
+    const t = part.trim();
+    const m = /^Second-(\d+)$/i.exec(t);
+    if (m) return Math.max(1, Math.min(Number(m[1]), 2 ** 31 - 1));
+    if (/^Infinite$/i.test(t)) return fallback;
+  }
+  return fallback;
+}
+
+/** isCollectionEntry tells whether an entry is a folder. */
+export const isCollection = (e: Entry) => e.type === 'directory';
+
+/** httpDate formats a date for Last-Modified and getlastmodified. */
+export function httpDate(d: Date): string {
+  return new Date(Math.floor(d.getTime() / 1000) * 1000).toUTCString();
+}
+
+/** statOrNull describes a path, or null when it does not exist. */
+export async function statOrNull(ctx: DavContext, path: string): Promise<Entry | null> {
+  try {
+    return await ctx.state.session.stat(path);
+  } catch (err) {
+    if (err instanceof GatewayError && err.family === 'not-found') return null;
+    throw err;
+  }
+}

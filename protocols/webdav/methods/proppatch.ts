@@ -1,0 +1,78 @@
+/**
+ * PROPPATCH (RFC 4918 §9.2): dead properties set and removed in document order, all or none, in
+ * the database. DAV: properties are protected (403, the rest 424). Explorer's
+ * Win32LastModifiedTime becomes the file's mtime; its other Win32 properties are kept as dead ones.
+ */
+import { GatewayError, type Core, type PropertyChange } from '../../../src/core/index.ts';
+import { checkWrite } from '../locks.ts';
+import { propstat } from '../props.ts';
+import { hrefOf, type Method } from '../http.ts';
+import {
+  DAV,
+  dav,
+  elements,
+  qualified,
+  readXml,
+  serializeContent,
+  text,
+  textOf,
+  XML_HEAD,
+  build,
+} from '../xml.ts';
+
+/** MS is Explorer's namespace for the Win32 properties. */
+export const MS = 'urn:schemas-microsoft-com:';
+
+/** proppatch answers PROPPATCH with a multistatus. */
+export const proppatch: Method = async (ctx, core: Core) => {
+  const body = await readXml(ctx.req);
+  if (!body || body.ns !== DAV || body.name !== 'propertyupdate')
+    throw new GatewayError(
+      'bad-request/invalid-body',
+      'The body of a PROPPATCH must be a DAV:propertyupdate',
+    );
+  const { session, path } = ctx.state;
+  const entry = await session.stat(path);
+  await checkWrite(ctx, core, [{ path }]);
+  const changes: PropertyChange[] = [];
+  const names: { ns: string; name: string; failed?: number }[] = [];
+  let mtime: Date | null = null;
+  for (const op of elements(body)) {
+    if (op.ns !== DAV || (op.name !== 'set' && op.name !== 'remove')) continue;
+    for (const prop of elements(op).filter((e) => e.ns === DAV && e.name === 'prop')) {
+      for (const p of elements(prop)) {
+        const item: { ns: string; name: string; failed?: number } = { ns: p.ns, name: p.name };
+        names.push(item);
+        if (p.ns === DAV) item.failed = 403;
+        else if (p.ns === MS && p.name === 'Win32LastModifiedTime' && op.name === 'set') {
+          const d = new Date(textOf(p).trim());
+          if (Number.isNaN(d.getTime())) item.failed = 409;
+          else mtime = d;
+        } else if (op.name === 'set')
+          changes.push({ op: 'set', namespace: p.ns, name: p.name, value: serializeContent(p) });
+        else changes.push({ op: 'remove', namespace: p.ns, name: p.name });
+      }
+    }
+  }
+  const failed = names.some((n) => n.failed);
+  if (!failed) {
+    if (changes.length) await core.dav.properties.patch(session, path, changes);
+    if (mtime) await session.setMtime(path, mtime);
+  }
+  const byStatus = new Map<number, ReturnType<typeof qualified>[]>();
+  const seen = new Set<string>();
+  for (const n of names) {
+    const key = `${n.ns}\0${n.name}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const status = failed ? (n.failed ?? 424) : 200;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), qualified(n.ns, n.name)]);
+  }
+  const response = dav('response', [
+    dav('href', [text(hrefOf(path, entry.type === 'directory'))]),
+    ...[...byStatus].map(([status, props]) => propstat(status, props)),
+  ]);
+  ctx.status = 207;
+  ctx.type = 'application/xml; charset=utf-8';
+  ctx.body = `${XML_HEAD}${build([{ 'D:multistatus': [response], ':@': { '@_xmlns:D': DAV } }])}`;
+};

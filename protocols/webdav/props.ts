@@ -1,0 +1,181 @@
+/**
+ * Properties as PROPFIND shows them: the live ones computed from the core's entries (RFC 4918 §15,
+ * RFC 4331 quota), the dead ones stored by the core, and the `<D:response>` of one resource.
+ * Responses stay compact (Windows refuses more than about 1 MB of properties per folder): short
+ * prefixes, and under allprop only what a client uses.
+ */
+import path from 'node:path';
+import type { DavLock, DeadProperty, Entry } from '../../src/core/index.ts';
+import { etagOf, hrefOf, httpDate } from './http.ts';
+import { covers, lockDiscovery, supportedLock } from './locks.ts';
+import { build, contentNodes, DAV, dav, qualified, text, type Node } from './xml.ts';
+
+/** QName is a property name. */
+export interface QName {
+  ns: string;
+  name: string;
+}
+
+/** QUOTA_AVAILABLE is what quota-available-bytes reports: no quota exists, and a large value keeps Windows copying. */
+export const QUOTA_AVAILABLE = 2 ** 50;
+
+/** LIVE lists the live properties we can compute. */
+export const LIVE = [
+  'resourcetype',
+  'getcontentlength',
+  'getlastmodified',
+  'creationdate',
+  'getetag',
+  'getcontenttype',
+  'displayname',
+  'supportedlock',
+  'lockdiscovery',
+  'quota-available-bytes',
+  'quota-used-bytes',
+] as const;
+
+// allprop (RFC 4918 §9.1) returns these, plus lockdiscovery when the resource is locked; the
+// rest only by name: RFC 4331 forbids quota under allprop, and supportedlock would add ~200
+// bytes per entry to every folder listing.
+const ALLPROP = [
+  'resourcetype',
+  'getcontentlength',
+  'getlastmodified',
+  'creationdate',
+  'getetag',
+  'getcontenttype',
+];
+
+const types: Record<string, string> = {
+  '.txt': 'text/plain',
+  '.html': 'text/html',
+  '.htm': 'text/html',
+  '.css': 'text/css',
+  '.js': 'text/javascript',
+  '.json': 'application/json',
+  '.xml': 'application/xml',
+  '.pdf': 'application/pdf',
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.gif': 'image/gif',
+  '.svg': 'image/svg+xml',
+  '.zip': 'application/zip',
+  '.mp4': 'video/mp4',
+  '.mp3': 'audio/mpeg',
+};
+
+/** contentTypeOf guesses a file's type from its extension. */
+export function contentTypeOf(name: string): string {
+  return types[path.extname(name).toLowerCase()] ?? 'application/octet-stream';
+}
+
+/** Resource is what a response is built from. */
+export interface Resource {
+  entry: Entry;
+  dead: DeadProperty[];
+  locks: DavLock[];
+  usedBytes?: number;
+}
+
+/** liveProperty computes one DAV: property, or undefined when the resource has none of that name. */
+export function liveProperty(name: string, r: Resource): Node | undefined {
+  const e = r.entry;
+  const file = e.type === 'file';
+  switch (name) {
+    case 'resourcetype':
+      return dav('resourcetype', file ? [] : [dav('collection')]);
+    case 'getcontentlength':
+      return file ? dav('getcontentlength', [text(String(e.size ?? 0))]) : undefined;
+    case 'getlastmodified':
+      return dav('getlastmodified', [text(httpDate(e.mtime))]);
+    case 'creationdate':
+      return dav('creationdate', [text(e.mtime.toISOString().replace(/\.\d{3}Z$/, 'Z'))]);
+    case 'getetag': {
+      const etag = etagOf(e);
+      return etag ? dav('getetag', [text(etag)]) : undefined;
+    }
+    case 'getcontenttype':
+      return file ? dav('getcontenttype', [text(contentTypeOf(e.path))]) : undefined;
+    case 'displayname':
+      return dav('displayname', [text(e.path === '' ? '/' : e.path.slice(e.path.lastIndexOf('/') + 1))]);
+    case 'supportedlock':
+      return supportedLock();
+    case 'lockdiscovery':
+      return lockDiscovery(r.locks);
+    case 'quota-available-bytes':
+      return r.usedBytes === undefined
+        ? undefined
+        : dav('quota-available-bytes', [text(String(QUOTA_AVAILABLE))]);
+    case 'quota-used-bytes':
+      return r.usedBytes === undefined ? undefined : dav('quota-used-bytes', [text(String(r.usedBytes))]);
+    default:
+      return undefined;
+  }
+}
+
+/** PropRequest is what a PROPFIND asks for. */
+export type PropRequest =
+  { kind: 'allprop'; include: QName[] } | { kind: 'propname' } | { kind: 'prop'; props: QName[] };
+
+const reason: Record<number, string> = {
+  200: 'OK',
+  403: 'Forbidden',
+  404: 'Not Found',
+  424: 'Failed Dependency',
+};
+
+/** statusLine is a propstat's or response's status. */
+export function statusLine(status: number): string {
+  return `HTTP/1.1 ${status} ${reason[status] ?? ''}`.trimEnd();
+}
+
+/** propstat groups properties under one status. */
+export function propstat(status: number, props: Node[]): Node {
+  return dav('propstat', [dav('prop', props), dav('status', [text(statusLine(status))])]);
+}
+
+const deadNode = (d: DeadProperty, withValue = true) =>
+  qualified(d.namespace, d.name, withValue ? contentNodes(d.value) : []);
+
+/** locksOn narrows a folder's locks to those covering one entry. */
+export function locksOn(locks: DavLock[], path: string): DavLock[] {
+  return locks.filter((l) => covers(l, path));
+}
+
+/** response builds the `<D:response>` XML of one resource. */
+export function response(r: Resource, req: PropRequest): string {
+  const found: Node[] = [];
+  const missing: Node[] = [];
+  if (req.kind === 'propname') {
+    for (const name of LIVE) {
+      if (liveProperty(name, r)) found.push(dav(name));
+    }
+    for (const d of r.dead) found.push(deadNode(d, false));
+  } else {
+    const wanted: QName[] =
+      req.kind === 'prop'
+        ? req.props
+        : [
+            ...ALLPROP.map((name) => ({ ns: DAV, name })),
+            ...(r.locks.length ? [{ ns: DAV, name: 'lockdiscovery' }] : []),
+            ...r.dead.map((d) => ({ ns: d.namespace, name: d.name })),
+            ...req.include,
+          ];
+    const seen = new Set<string>();
+    for (const q of wanted) {
+      const key = `${q.ns}\0${q.name}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const dead = r.dead.find((d) => d.namespace === q.ns && d.name === q.name);
+      const node =
+        q.ns === DAV ? (liveProperty(q.name, r) ?? (dead && deadNode(dead))) : dead && deadNode(dead);
+      if (node) found.push(node);
+      else if (req.kind === 'prop') missing.push(qualified(q.ns, q.name));
+    }
+  }
+  const children = [dav('href', [text(hrefOf(r.entry.path, r.entry.type === 'directory'))])];
+  if (found.length) children.push(propstat(200, found));
+  if (missing.length) children.push(propstat(404, missing));
+  return build([dav('response', children)]);
+}

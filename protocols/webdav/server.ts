@@ -1,0 +1,144 @@
+/**
+ * The WebDAV front end (RFC 4918 class 1 and 2): Koa middleware over HTTPS with the user's root
+ * (after user_root) at `/`. OPTIONS is answered before authentication (Windows asks `/` first and
+ * gives up on a 401); every other request authenticates through the core, then one module per
+ * method translates it into core calls.
+ */
+import { randomUUID } from 'node:crypto';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import Koa from 'koa';
+import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
+import { DavAuth } from './auth.ts';
+import { DavCondition, statusOf } from './errors.ts';
+import { decodePath, type DavContext, type DavState, type Method } from './http.ts';
+import { copy } from './methods/copy.ts';
+import { del } from './methods/delete.ts';
+import { get } from './methods/get.ts';
+import { lock } from './methods/lock.ts';
+import { mkcol } from './methods/mkcol.ts';
+import { move } from './methods/move.ts';
+import { ALLOW, options } from './methods/options.ts';
+import { propfind } from './methods/propfind.ts';
+import { proppatch } from './methods/proppatch.ts';
+import { put } from './methods/put.ts';
+import { unlock } from './methods/unlock.ts';
+
+/** methods maps each implemented method to its module. */
+export const methods: Record<string, Method> = {
+  GET: get,
+  HEAD: get,
+  PUT: put,
+  DELETE: del,
+  MKCOL: mkcol,
+  COPY: copy,
+  MOVE: move,
+  PROPFIND: propfind,
+  PROPPATCH: proppatch,
+  LOCK: lock,
+  UNLOCK: unlock,
+};
+
+/** buildApp makes the Koa app of the WebDAV front end. */
+export function buildApp(core: Core): Koa<DavState> {
+  const app = new Koa<DavState>();
+  const log = core.log.child({ interface: 'dav' });
+  const auth = new DavAuth(core);
+  // Koa reports here what happens after a response started, mostly clients that went away
+  // mid-transfer (an aborted PUT is a parse error of the unfinished request): not a server fault.
+  app.on('error', (err: Error) => log.debug('connection ended early', { error: err.message }));
+
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      // A client that went away gets nothing; what it sent is already discarded by the core.
+      if (ctx.res.headersSent || ctx.req.socket.destroyed) {
+        if (!(err instanceof GatewayError))
+          log.warn('request failed', { method: ctx.method, error: String(err) });
+        ctx.res.destroy();
+        return;
+      }
+      if (err instanceof DavCondition) {
+        ctx.status = err.status;
+        ctx.type = err.condition ? 'application/xml; charset=utf-8' : 'text/plain; charset=utf-8';
+        ctx.body = err.body();
+        return;
+      }
+      if (err instanceof GatewayError) {
+        ctx.status = statusOf(err);
+        if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
+        if (ctx.status === 405) ctx.set('Allow', ALLOW);
+        // The rest of an oversized body is not read: close the connection rather than drain it.
+        if (ctx.status === 413) ctx.set('Connection', 'close');
+        ctx.type = 'text/plain; charset=utf-8';
+        ctx.body = `${err.message}\n`;
+        return;
+      }
+      // A bug: logged once here with the id the client also gets; no details leave the server.
+      const instance = randomUUID();
+      log.error('unexpected error', {
+        instance,
+        method: ctx.method,
+        path: ctx.path,
+        error: (err as Error).stack ?? String(err),
+      });
+      ctx.status = 500;
+      ctx.type = 'text/plain; charset=utf-8';
+      ctx.body = `Internal server error (${instance})\n`;
+    }
+  });
+
+  app.use(async (ctx, next) => {
+    if (ctx.method === 'OPTIONS') return options(ctx);
+    const method = methods[ctx.method];
+    if (!method) throw new GatewayError('bad-request/method-not-allowed', `${ctx.method} is not supported`);
+    const principal = await auth.authenticate(ctx as DavContext);
+    ctx.state.principal = principal;
+    ctx.state.session = core.files.session(principal);
+    // ctx.path is the raw, still percent-encoded path: each segment is decoded once, here.
+    // A fragment is never part of a request URL; taking the path before it would act on another resource.
+    if (ctx.url.includes('#'))
+      throw new GatewayError('bad-request/invalid-path', 'A request URL has no fragment');
+    ctx.state.path = decodePath(ctx.path);
+    await method(ctx as DavContext, core);
+    await next();
+  });
+  return app;
+}
+
+/** webdavFrontEnd serves WebDAV over HTTPS. */
+export function webdavFrontEnd(): FrontEnd {
+  let server: https.Server | null = null;
+  return {
+    name: 'webdav',
+    async start(core, opts) {
+      const app = buildApp(core);
+      server = https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, app.callback() as never);
+      server.keepAliveTimeout = 65_000;
+      server.headersTimeout = 70_000;
+      // Large uploads and downloads take as long as they take; idle sockets still time out.
+      server.requestTimeout = 0;
+      server.timeout = 10 * 60_000;
+      const s = server;
+      await new Promise<void>((resolve, reject) => {
+        s.once('error', reject);
+        s.listen(opts.port, opts.host, () => {
+          s.off('error', reject);
+          resolve();
+        });
+      });
+      return { port: (s.address() as AddressInfo).port };
+    },
+    async stop() {
+      const s = server;
+      if (!s) return;
+      server = null;
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve());
+        s.closeIdleConnections();
+        setTimeout(() => s.closeAllConnections(), 5_000).unref();
+      });
+    },
+  };
+}

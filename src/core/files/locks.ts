@@ -1,0 +1,162 @@
+/**
+ * WebDAV locks (RFC 4918 §6–§7, class 2), kept in the database by site path so every instance
+ * honours the same locks. A lock covers its root and, with depth infinity, everything below it.
+ * Exclusive locks conflict with every other lock on a covered path; shared locks only with
+ * exclusive ones. The protocol side (If header, lock-token submission) is the adapter's; this
+ * module answers which locks exist and creates, refreshes and removes them.
+ */
+import { randomUUID } from 'node:crypto';
+import { In, LessThan, type EntityManager } from 'typeorm';
+import { DavLockEntity, type DavLockRow } from '../../db/entities.ts';
+import { requireCapability } from '../access/rights.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import { ancestorsOf, isInside } from '../paths.ts';
+import { isSiteAdmin } from '../principal.ts';
+import { inSubtree } from './namespace.ts';
+import type { FileSession } from './session.ts';
+
+/** MAX_LOCK_SECONDS caps a lock's timeout; `Infinite` gets this too (RFC 4918 §10.7 lets the server choose). */
+export const MAX_LOCK_SECONDS = 24 * 3600;
+
+/** DavLock is a live lock as the session sees it (paths relative to its root). */
+export interface DavLock {
+  token: string;
+  /** the lock root, in the session's paths ('' when the lock is on or above its root) */
+  path: string;
+  depth: '0' | 'infinity';
+  scope: 'exclusive' | 'shared';
+  /** the client's DAV:owner element as XML, '' when none */
+  owner: string;
+  userId: number | null;
+  timeoutSeconds: number;
+  expiresAt: Date;
+}
+
+/** LockRequest is what a LOCK asks for. */
+export interface LockRequest {
+  scope: 'exclusive' | 'shared';
+  depth: '0' | 'infinity';
+  owner: string;
+  timeoutSeconds: number;
+}
+
+const covers = (row: DavLockRow, site: string) =>
+  row.path === site || (row.depth === 'infinity' && isInside(site, row.path));
+
+/** deleteLocksUnder removes the locks on `site` and below it (DELETE, MOVE source, overwritten destination). */
+export async function deleteLocksUnder(em: EntityManager, site: string): Promise<void> {
+  await em.delete(DavLockEntity, { path: site });
+  if (site === '') await em.createQueryBuilder().delete().from(DavLockEntity).execute();
+  else
+    await em
+      .createQueryBuilder()
+      .delete()
+      .from(DavLockEntity)
+      .where('substr(path, 1, :n) = :p', { n: [...`${site}/`].length, p: `${site}/` })
+      .execute();
+}
+
+/** Locks creates, finds, refreshes and releases WebDAV locks. */
+export class Locks {
+  constructor(private readonly ctx: CoreContext) {}
+
+  private view(session: FileSession, row: DavLockRow): DavLock {
+    return {
+      token: row.token,
+      path: isInside(row.path, session.root) ? session.visible(row.path) : '',
+      depth: row.depth,
+      scope: row.scope,
+      owner: row.owner,
+      userId: row.user_id,
+      timeoutSeconds: row.timeout_seconds,
+      expiresAt: row.expires_at,
+    };
+  }
+
+  /** live reads the unexpired locks that cover `site`, and with `descendants` those below it. */
+  private async live(em: EntityManager, site: string, descendants: boolean): Promise<DavLockRow[]> {
+    const now = new Date();
+    const above = await em.findBy(DavLockEntity, { path: In(ancestorsOf(site)) });
+    const below = descendants
+      ? await inSubtree(em.getRepository(DavLockEntity).createQueryBuilder('l'), 'l', site).getMany()
+      : [];
+    return [...above.filter((r) => covers(r, site)), ...below].filter((r) => r.expires_at > now);
+  }
+
+  /**
+   * affecting lists the live locks that cover `path` (on it, or depth infinity on an ancestor), and
+   * with `descendants` the locks on paths below it (what a DELETE or MOVE of a folder touches).
+   */
+  async affecting(
+    session: FileSession,
+    path: string,
+    opts: { descendants?: boolean } = {},
+  ): Promise<DavLock[]> {
+    const site = session.site(path);
+    const rows = await this.ctx.db.read((em) => this.live(em, site, opts.descendants ?? false));
+    return rows.map((r) => this.view(session, r));
+  }
+
+  /**
+   * lock creates a lock on `path` (which need not exist: the adapter makes the lock-null file).
+   * It needs write permission; a conflicting lock is `processing-failure/file-locked`.
+   */
+  async lock(session: FileSession, path: string, req: LockRequest): Promise<DavLock> {
+    const site = session.site(path);
+    const seconds = Math.max(1, Math.min(req.timeoutSeconds, MAX_LOCK_SECONDS));
+    return this.ctx.db.work(async (em) => {
+      await requireCapability(em, session.principal, 'write', site);
+      await em.delete(DavLockEntity, { expires_at: LessThan(new Date()) });
+      const existing = await this.live(em, site, req.depth === 'infinity');
+      const conflict = existing.find((r) => r.scope === 'exclusive' || req.scope === 'exclusive');
+      if (conflict)
+        throw new GatewayError('processing-failure/file-locked', `/${session.visible(site)} is locked`);
+      const now = new Date();
+      const row: DavLockRow = {
+        token: `urn:uuid:${randomUUID()}`,
+        path: site,
+        depth: req.depth,
+        scope: req.scope,
+        owner: req.owner,
+        user_id: session.principal.user?.id ?? null,
+        timeout_seconds: seconds,
+        created_at: now,
+        expires_at: new Date(now.getTime() + seconds * 1000),
+      };
+      await em.insert(DavLockEntity, row);
+      return this.view(session, row);
+    });
+  }
+
+  /** refresh restarts the timeout of the live lock `token` that covers `path`. */
+  async refresh(session: FileSession, path: string, token: string, timeoutSeconds: number): Promise<DavLock> {
+    const site = session.site(path);
+    const seconds = Math.max(1, Math.min(timeoutSeconds, MAX_LOCK_SECONDS));
+    return this.ctx.db.work(async (em) => {
+      const row = (await this.live(em, site, false)).find((r) => r.token === token);
+      if (!row) throw new GatewayError('not-found/resource-not-found', 'No such lock on this resource');
+      this.requireHolder(session, row);
+      const expires_at = new Date(Date.now() + seconds * 1000);
+      await em.update(DavLockEntity, { token }, { expires_at, timeout_seconds: seconds });
+      return this.view(session, { ...row, expires_at, timeout_seconds: seconds });
+    });
+  }
+
+  /** unlock removes the lock `token`, which must cover `path`; only its holder or a site admin may. */
+  async unlock(session: FileSession, path: string, token: string): Promise<void> {
+    const site = session.site(path);
+    await this.ctx.db.work(async (em) => {
+      const row = (await this.live(em, site, false)).find((r) => r.token === token);
+      if (!row) throw new GatewayError('not-found/resource-not-found', 'No such lock on this resource');
+      this.requireHolder(session, row);
+      await em.delete(DavLockEntity, { token });
+    });
+  }
+
+  private requireHolder(session: FileSession, row: DavLockRow): void {
+    const p = session.principal;
+    if (!isSiteAdmin(p) && (p.user?.id ?? null) !== row.user_id)
+      throw new GatewayError('not-authorized/write-permission-required', 'This lock belongs to another user');
+  }
+}

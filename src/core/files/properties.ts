@@ -1,0 +1,128 @@
+/**
+ * WebDAV dead properties (RFC 4918 §4, PROPPATCH), kept in the database by site path so every
+ * instance sees them. They follow their file through MOVE and COPY and go with it on DELETE, in
+ * the same unit of work as the namespace change (FileSession calls the hooks below).
+ */
+import { In, type EntityManager } from 'typeorm';
+import { DavPropertyEntity, FileEntity } from '../../db/entities.ts';
+import { requireCapability } from '../access/rights.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import { deleteLocksUnder } from './locks.ts';
+import { getRow, inSubtree } from './namespace.ts';
+import type { FileSession } from './session.ts';
+
+/** DeadProperty is one stored property: its qualified name and its content as XML. */
+export interface DeadProperty {
+  namespace: string;
+  name: string;
+  value: string;
+}
+
+/** PropertyChange is one instruction of a PROPPATCH, applied in document order. */
+export type PropertyChange =
+  | { op: 'set'; namespace: string; name: string; value: string }
+  | { op: 'remove'; namespace: string; name: string };
+
+/** MAX_PROPERTY_BYTES bounds one property's value. */
+export const MAX_PROPERTY_BYTES = 64 * 1024;
+
+const subtree = (site: string) => ({ n: [...`${site}/`].length, p: `${site}/` });
+
+/** forgetDav drops the dead properties and locks of `site` and below (DELETE, overwritten destination). */
+export async function forgetDav(em: EntityManager, site: string): Promise<void> {
+  await em.delete(DavPropertyEntity, { path: site });
+  await em
+    .createQueryBuilder()
+    .delete()
+    .from(DavPropertyEntity)
+    .where('substr(path, 1, :n) = :p', subtree(site))
+    .execute();
+  await deleteLocksUnder(em, site);
+}
+
+/** moveDav carries the dead properties of a moved subtree to its new paths; its locks stay behind and go. */
+export async function moveDav(em: EntityManager, from: string, to: string): Promise<void> {
+  await em.update(DavPropertyEntity, { path: from }, { path: to });
+  const { n, p } = subtree(from);
+  await em
+    .createQueryBuilder()
+    .update(DavPropertyEntity)
+    .set({ path: () => `:toPrefix || substr(path, ${n + 1})` })
+    .where('substr(path, 1, :n) = :p', { n, p })
+    .setParameters({ toPrefix: `${to}/` })
+    .execute();
+  await deleteLocksUnder(em, from);
+}
+
+/** copyDav copies the dead properties of a copied subtree (locks are never copied). */
+export async function copyDav(em: EntityManager, from: string, to: string): Promise<void> {
+  const repo = em.getRepository(DavPropertyEntity);
+  const rows = [
+    ...(await repo.findBy({ path: from })),
+    ...(await inSubtree(repo.createQueryBuilder('f'), 'f', from).getMany()),
+  ];
+  const copies = rows.map((r) => ({
+    path: `${to}${r.path.slice(from.length)}`,
+    namespace: r.namespace,
+    name: r.name,
+    value: r.value,
+  }));
+  for (let i = 0; i < copies.length; i += 200) await repo.insert(copies.slice(i, i + 200));
+}
+
+/** Properties reads and changes dead properties, and sums the bytes a session's tree holds (RFC 4331). */
+export class Properties {
+  constructor(private readonly ctx: CoreContext) {}
+
+  /** getMany reads the dead properties of several paths of one session (a PROPFIND page). */
+  async getMany(session: FileSession, paths: string[]): Promise<Map<string, DeadProperty[]>> {
+    const bySite = new Map(paths.map((p) => [session.site(p), p]));
+    const out = new Map<string, DeadProperty[]>(paths.map((p) => [p, []]));
+    if (!paths.length) return out;
+    const rows = await this.ctx.db.read((em) =>
+      em.findBy(DavPropertyEntity, { path: In([...bySite.keys()]) }),
+    );
+    for (const r of rows)
+      out.get(bySite.get(r.path)!)!.push({ namespace: r.namespace, name: r.name, value: r.value });
+    return out;
+  }
+
+  /**
+   * patch applies PROPPATCH's changes in order, all or none, to an existing file or folder; it
+   * needs write permission.
+   */
+  async patch(session: FileSession, path: string, changes: PropertyChange[]): Promise<void> {
+    for (const c of changes) {
+      if (c.name.length > 255 || c.namespace.length > 1024)
+        throw new GatewayError('bad-request/request-params-invalid', 'The property name is too long');
+      if (c.op === 'set' && Buffer.byteLength(c.value) > MAX_PROPERTY_BYTES)
+        throw new GatewayError('bad-request/request-params-invalid', 'The property value is too large');
+    }
+    const site = session.site(path);
+    await this.ctx.db.work(async (em) => {
+      await requireCapability(em, session.principal, 'write', site);
+      if (!(await getRow(em, site)))
+        throw new GatewayError('not-found/file-not-found', `/${session.visible(site)} does not exist`);
+      for (const c of changes) {
+        const key = { path: site, namespace: c.namespace, name: c.name };
+        await em.delete(DavPropertyEntity, key);
+        if (c.op === 'set') await em.insert(DavPropertyEntity, { ...key, value: c.value });
+      }
+    });
+  }
+
+  /** usedBytes is the total size of the files in the session's tree (RFC 4331 quota-used-bytes). */
+  async usedBytes(session: FileSession): Promise<number> {
+    const root = session.root;
+    return this.ctx.db.read(async (em) => {
+      const qb = inSubtree(
+        em.getRepository(FileEntity).createQueryBuilder('f').select('COALESCE(SUM(f.size), 0)', 'total'),
+        'f',
+        root,
+      );
+      const raw = await qb.getRawOne<{ total: string | number }>();
+      return Number(raw?.total ?? 0);
+    });
+  }
+}

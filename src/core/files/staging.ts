@@ -1,0 +1,137 @@
+/**
+ * Staged writes: an upload whose bytes arrive at arbitrary offsets, pipelined and out of order
+ * (SFTP WRITE), cannot stream straight into a blob. It is kept in a local temporary file under
+ * <data_dir>/staging until the client closes it, then streamed through the normal commit path
+ * (hashing, new blob, one transaction), so readers never see a half-written file and an aborted
+ * upload leaves the old content. Adapters see only writeAt/truncate/commit/abort.
+ */
+import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import type { FileRow } from '../../db/entities.ts';
+import { GatewayError } from '../errors.ts';
+import type { Entry } from './namespace.ts';
+import type { FileSession } from './session.ts';
+
+/** StagedWrite is one open upload held in a temporary file until commit or abort. */
+export class StagedWrite {
+  private done = false;
+  private dirty = false;
+  private mtime: Date | undefined;
+
+  private constructor(
+    private readonly session: FileSession,
+    private readonly site: string,
+    private readonly existing: FileRow | null,
+    private readonly file: string,
+    private readonly fh: FileHandle,
+    /** the current size of the staged content */
+    public size: number,
+  ) {}
+
+  /**
+   * open checks that `path` may be written, then starts a staged write in `dir`: empty with
+   * `truncate` (or for a new file), else holding the current content so writes can patch it
+   * (OpenSSH `reput`, WRITE without TRUNC).
+   */
+  static async open(
+    session: FileSession,
+    dir: string,
+    filePath: string,
+    opts: { truncate: boolean; signal?: AbortSignal },
+  ): Promise<StagedWrite> {
+    const { site, existing } = await session.checkWritable(filePath);
+    await mkdir(dir, { recursive: true });
+    const file = path.join(dir, `${randomUUID()}.part`);
+    const fh = await open(file, 'w+', 0o600);
+    const staged = new StagedWrite(session, site, existing, file, fh, 0);
+    try {
+      if (!opts.truncate && existing && (existing.size ?? 0) > 0) {
+        const current = await session.openRead(filePath, {
+          record: false,
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        });
+        // Chunk by chunk rather than through fh.createWriteStream: a stream on a FileHandle
+        // keeps a reference that makes fh.close() wait forever unless the stream closes it.
+        for await (const chunk of current.stream as AsyncIterable<Buffer>)
+          await staged.writeAt(staged.size, chunk);
+      }
+    } catch (err) {
+      await staged.abort();
+      throw err;
+    }
+    // A new file, or a truncated one, exists from the moment it is opened (as on a disk), but
+    // only as an empty commit at close: nothing is written to the namespace before then.
+    staged.dirty = opts.truncate || !existing;
+    return staged;
+  }
+
+  /** writeAt writes `data` at `offset`, growing the content as needed (holes read as zeros). */
+  async writeAt(offset: number, data: Uint8Array): Promise<void> {
+    this.live();
+    let at = 0;
+    while (at < data.length) {
+      const { bytesWritten } = await this.fh.write(data, at, data.length - at, offset + at);
+      at += bytesWritten;
+    }
+    this.size = Math.max(this.size, offset + data.length);
+    this.dirty = true;
+  }
+
+  /** truncate sets the content's size (SFTP SETSTAT size; `scp` truncates after writing). */
+  async truncate(size: number): Promise<void> {
+    this.live();
+    await this.fh.truncate(size);
+    this.size = size;
+    this.dirty = true;
+  }
+
+  /** setMtime makes the commit keep this modification time (SFTP FSETSTAT before CLOSE). */
+  setMtime(mtime: Date): void {
+    this.mtime = mtime;
+  }
+
+  /** changed tells whether anything was written or truncated since open. */
+  get changed(): boolean {
+    return this.dirty;
+  }
+
+  /** flush makes the staged bytes durable on local disk (fsync@openssh.com). */
+  async flush(): Promise<void> {
+    this.live();
+    await this.fh.sync();
+  }
+
+  /**
+   * commit streams the staged content into a new blob and points the file at it (a `create` or
+   * `update` Action), then deletes the temporary file. On failure nothing changes.
+   */
+  async commit(opts: { signal?: AbortSignal } = {}): Promise<Entry> {
+    this.live();
+    this.done = true;
+    try {
+      await this.fh.close();
+      const body = createReadStream(this.file);
+      return await this.session.commitBlob(this.site, body, this.existing, {
+        ...(this.mtime ? { mtime: this.mtime } : {}),
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
+    } finally {
+      await rm(this.file, { force: true });
+    }
+  }
+
+  /** abort discards the staged content; the file keeps its old content. Safe to call twice. */
+  async abort(): Promise<void> {
+    if (this.done) return;
+    this.done = true;
+    await this.fh.close().catch(() => undefined);
+    await rm(this.file, { force: true });
+  }
+
+  private live(): void {
+    if (this.done)
+      throw new GatewayError('processing-failure/file-not-uploaded', 'This upload is already closed');
+  }
+}

@@ -1,0 +1,395 @@
+import { expect } from 'chai';
+import https from 'node:https';
+import { readFileSync } from 'node:fs';
+import { operatorPrincipal } from '../../../src/core/index.ts';
+import { dbKind } from '../../helpers/gateway.ts';
+import { hrefs, lockBody, propfindBody, startDav, type DavFixture } from './fixture.ts';
+
+describe(`WebDAV front end (${dbKind})`, () => {
+  let f: DavFixture;
+  before(async () => {
+    f = await startDav();
+  });
+  after(async () => {
+    await f?.stop();
+  });
+
+  describe('OPTIONS and authentication', () => {
+    it('answers OPTIONS / with DAV: 1, 2 and MS-Author-Via without credentials (Windows)', async () => {
+      const r = await f.dav('OPTIONS', '/', {
+        auth: null,
+        headers: { 'User-Agent': 'Microsoft-WebDAV-MiniRedir/10.0' },
+      });
+      expect(r.status).to.equal(200);
+      expect(r.headers.dav).to.equal('1, 2');
+      expect(r.headers['ms-author-via']).to.equal('DAV');
+      expect(String(r.headers.allow)).to.include('PROPFIND');
+    });
+
+    it('asks for Basic credentials, and refuses a wrong password', async () => {
+      const r = await f.dav('PROPFIND', '/', { auth: null, headers: { Depth: '0' } });
+      expect(r.status).to.equal(401);
+      expect(String(r.headers['www-authenticate'])).to.match(/^Basic realm=/);
+      const bad = await f.dav('PROPFIND', '/', { auth: ['alice', 'wrong'], headers: { Depth: '0' } });
+      expect(bad.status).to.equal(401);
+    });
+
+    it('records one login per client session, not per request, with interface dav', async () => {
+      const op = operatorPrincipal();
+      await f.gw.core.users.create(op, {
+        username: 'carol',
+        password: 'carol-password-1',
+        user_root: 'home/alice',
+      });
+      await f.gw.core.permissions.create(op, {
+        username: 'carol',
+        path: 'home/alice',
+        permission: 'readonly',
+      });
+      for (let i = 0; i < 4; i++) {
+        const r = await f.dav('PROPFIND', '/', {
+          auth: ['carol', 'carol-password-1'],
+          headers: { Depth: '0' },
+        });
+        expect(r.status).to.equal(207);
+      }
+      const logins = (await f.actions()).filter((a) => a.username === 'carol' && a.action === 'login');
+      expect(logins).to.have.length(1);
+      expect(logins[0]!.interface).to.equal('dav');
+      const failed = (await f.actions()).filter((a) => a.action === 'failedlogin' && a.username === 'alice');
+      expect(failed.length).to.be.greaterThan(0);
+      expect(failed.every((a) => a.interface === 'dav')).to.be.true;
+    });
+
+    it('accepts an API key as the username and records no login', async () => {
+      const before = (await f.actions()).length;
+      const r = await f.dav('PROPFIND', '/', { auth: [f.gw.siteKey, 'x'], headers: { Depth: '0' } });
+      expect(r.status).to.equal(207);
+      expect((await f.actions()).slice(before).filter((a) => a.action === 'login')).to.have.length(0);
+    });
+
+    it('refuses a user whose dav_permission is off (401)', async () => {
+      const op = operatorPrincipal();
+      await f.gw.core.users.create(op, {
+        username: 'nodav',
+        password: 'nodav-password-1',
+        dav_permission: false,
+      });
+      const r = await f.dav('PROPFIND', '/', {
+        auth: ['nodav', 'nodav-password-1'],
+        headers: { Depth: '0' },
+      });
+      expect(r.status).to.equal(401);
+      const failed = (await f.actions()).filter((a) => a.username === 'nodav' && a.action === 'failedlogin');
+      expect(failed.map((a) => a.failure_type)).to.include('no_dav_permission');
+    });
+
+    it('applies allowed_ips: 127.0.0.2 is refused, 127.0.0.1 admitted', async () => {
+      const op = operatorPrincipal();
+      await f.gw.core.users.create(op, {
+        username: 'ipuser',
+        password: 'ipuser-password-1',
+        allowed_ips: '127.0.0.1',
+        user_root: 'home/alice',
+      });
+      await f.gw.core.permissions.create(op, {
+        username: 'ipuser',
+        path: 'home/alice',
+        permission: 'readonly',
+      });
+      const auth: [string, string] = ['ipuser', 'ipuser-password-1'];
+      const refused = await f.dav('PROPFIND', '/', {
+        auth,
+        headers: { Depth: '0' },
+        localAddress: '127.0.0.2',
+      });
+      expect(refused.status).to.equal(401);
+      const ok = await f.dav('PROPFIND', '/', { auth, headers: { Depth: '0' }, localAddress: '127.0.0.1' });
+      expect(ok.status).to.equal(207);
+    });
+  });
+
+  describe('PROPFIND', () => {
+    it('reports quota properties (RFC 4331): used bytes and a large available value', async () => {
+      expect((await f.dav('PUT', '/quota.bin', { body: Buffer.alloc(1000) })).status).to.equal(201);
+      const r = await f.dav('PROPFIND', '/', {
+        headers: { Depth: '0' },
+        body: propfindBody('quota-available-bytes', 'quota-used-bytes'),
+      });
+      expect(r.status).to.equal(207);
+      const used = Number(/<D:quota-used-bytes>(\d+)</.exec(r.text)?.[1]);
+      const available = Number(/<D:quota-available-bytes>(\d+)</.exec(r.text)?.[1]);
+      expect(used).to.be.at.least(1000);
+      expect(available).to.be.greaterThan(2 ** 40);
+    });
+
+    it('refuses Depth infinity (and no Depth) with propfind-finite-depth', async () => {
+      for (const headers of [{ Depth: 'infinity' }, {}] as Record<string, string>[]) {
+        const r = await f.dav('PROPFIND', '/', { headers });
+        expect(r.status).to.equal(403);
+        expect(r.text).to.include('propfind-finite-depth');
+      }
+    });
+
+    it('answers a bad Depth, malformed XML, a DOCTYPE and a huge body with a clear 4xx', async () => {
+      expect((await f.dav('PROPFIND', '/', { headers: { Depth: '2' } })).status).to.equal(400);
+      expect(
+        (
+          await f.dav('PROPFIND', '/', {
+            headers: { Depth: '0' },
+            body: '<D:propfind xmlns:D="DAV:"><D:prop>',
+          })
+        ).status,
+      ).to.equal(400);
+      const bomb =
+        '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>';
+      expect((await f.dav('PROPFIND', '/', { headers: { Depth: '0' }, body: bomb })).status).to.equal(400);
+      const huge = `<D:propfind xmlns:D="DAV:"><D:prop>${'<D:x/>'.repeat(400_000)}</D:prop></D:propfind>`;
+      expect((await f.dav('PROPFIND', '/', { headers: { Depth: '0' }, body: huge })).status).to.equal(413);
+      expect(
+        (await f.dav('PROPFIND', '/', { headers: { Depth: '0' }, body: '<x:propfind xmlns:x=""/>' })).status,
+      ).to.equal(400);
+      // still serving
+      expect((await f.dav('PROPFIND', '/', { headers: { Depth: '0' } })).status).to.equal(207);
+    });
+
+    it('percent-encodes each href segment: #, %, ?, spaces and Unicode; collections end with /', async () => {
+      expect((await f.dav('MKCOL', '/names')).status).to.equal(201);
+      const names = ['a#b.txt', '100%.txt', 'what?.txt', 'with space.txt', 'ünïcødé ß.txt', '日本.txt'];
+      for (const n of names) {
+        const r = await f.dav('PUT', `/names/${encodeURIComponent(n)}`, { body: n });
+        expect(r.status, n).to.equal(201);
+      }
+      await f.dav('MKCOL', `/names/${encodeURIComponent('sub #1')}`);
+      const r = await f.dav('PROPFIND', '/names/', {
+        headers: { Depth: '1' },
+        body: propfindBody('resourcetype'),
+      });
+      const listed = hrefs(r.text);
+      expect(listed).to.include('/names/');
+      expect(listed).to.include('/names/sub%20%231/');
+      for (const n of names) expect(listed).to.include(`/names/${encodeURIComponent(n)}`);
+      for (const h of listed.filter((x) => !x.endsWith('/'))) {
+        const got = await f.dav('GET', h);
+        expect(got.status, h).to.equal(200);
+        expect(got.text).to.equal(decodeURIComponent(h.slice('/names/'.length)));
+      }
+    });
+
+    it('streams a large Depth 1 folder compactly', async () => {
+      await f.dav('MKCOL', '/many');
+      const session = f.gw.core.files.session(operatorPrincipal());
+      const { Readable } = await import('node:stream');
+      for (let i = 0; i < 600; i++)
+        await session.write(`home/alice/many/f${i}.txt`, Readable.from([Buffer.from('x')]));
+      const r = await f.dav('PROPFIND', '/many/', { headers: { Depth: '1' } });
+      expect(r.status).to.equal(207);
+      expect(hrefs(r.text)).to.have.length(601);
+      // Windows' limit is about 1 MB per folder; an entry stays well under 500 bytes.
+      expect(r.body.length / 601).to.be.below(500);
+    });
+  });
+
+  describe('GET, HEAD and PUT', () => {
+    it('serves byte ranges, ETag and Last-Modified, with 304, 412 and 416', async () => {
+      const data = Buffer.from('0123456789abcdefghij');
+      expect((await f.dav('PUT', '/range.txt', { body: data })).status).to.equal(201);
+      const full = await f.dav('GET', '/range.txt');
+      expect(full.status).to.equal(200);
+      const etag = String(full.headers.etag);
+      expect(etag).to.match(/^".+"$/);
+      expect(full.headers['last-modified']).to.be.a('string');
+      const part = await f.dav('GET', '/range.txt', { headers: { Range: 'bytes=5-9' } });
+      expect(part.status).to.equal(206);
+      expect(part.text).to.equal('56789');
+      expect(part.headers['content-range']).to.equal('bytes 5-9/20');
+      const tail = await f.dav('GET', '/range.txt', { headers: { Range: 'bytes=-3' } });
+      expect(tail.text).to.equal('hij');
+      const bad = await f.dav('GET', '/range.txt', { headers: { Range: 'bytes=50-60' } });
+      expect(bad.status).to.equal(416);
+      expect(bad.headers['content-range']).to.equal('bytes */20');
+      expect((await f.dav('GET', '/range.txt', { headers: { 'If-None-Match': etag } })).status).to.equal(304);
+      expect((await f.dav('GET', '/range.txt', { headers: { 'If-Match': '"nope"' } })).status).to.equal(412);
+      const head = await f.dav('HEAD', '/range.txt');
+      expect(head.status).to.equal(200);
+      expect(head.headers['content-length']).to.equal('20');
+      expect(head.text).to.equal('');
+    });
+
+    it('keeps the old content when the client aborts a PUT', async () => {
+      await f.dav('PUT', '/abort.txt', { body: 'old content' });
+      await new Promise<void>((resolve) => {
+        const req = https.request({
+          host: '127.0.0.1',
+          port: f.port,
+          method: 'PUT',
+          path: '/abort.txt',
+          ca: readFileSync(f.certFile),
+          servername: 'localhost',
+          headers: {
+            'Content-Length': String(10 * 1024 * 1024),
+            Authorization: `Basic ${Buffer.from('alice:alice-password-1').toString('base64')}`,
+          },
+        });
+        req.on('error', () => resolve());
+        req.write(Buffer.alloc(256 * 1024, 1));
+        setTimeout(() => {
+          req.destroy();
+          resolve();
+        }, 300);
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      const got = await f.dav('GET', '/abort.txt');
+      expect(got.text).to.equal('old content');
+    });
+
+    it('refuses traversal through encoded segments with 400', async () => {
+      for (const p of ['/%2e%2e/home', '/a%2fb', '/x/%2E%2E/%2e%2e/etc', '/%2e/x', '/bad%ff']) {
+        expect((await f.dav('GET', p)).status, p).to.equal(400);
+      }
+      const r = await f.dav('COPY', '/range.txt', { headers: { Destination: `${f.url}/%2e%2e/evil.txt` } });
+      expect(r.status).to.equal(400);
+    });
+  });
+
+  describe('COPY, MOVE, MKCOL, DELETE', () => {
+    it('answers 201/204 and 412 on Overwrite: F', async () => {
+      await f.dav('PUT', '/cm-a.txt', { body: 'a' });
+      await f.dav('PUT', '/cm-b.txt', { body: 'b' });
+      expect((await f.dav('PUT', '/cm-b.txt', { body: 'b2' })).status).to.equal(204);
+      expect(
+        (await f.dav('COPY', '/cm-a.txt', { headers: { Destination: `${f.url}/cm-c.txt` } })).status,
+      ).to.equal(201);
+      expect((await f.dav('COPY', '/cm-a.txt', { headers: { Destination: '/cm-b.txt' } })).status).to.equal(
+        204,
+      );
+      const refused = await f.dav('MOVE', '/cm-a.txt', {
+        headers: { Destination: '/cm-c.txt', Overwrite: 'F' },
+      });
+      expect(refused.status).to.equal(412);
+      expect((await f.dav('MOVE', '/cm-a.txt', { headers: { Destination: '/cm-d.txt' } })).status).to.equal(
+        201,
+      );
+      expect(
+        (await f.dav('MOVE', '/cm-d.txt', { headers: { Destination: '/no/such/x.txt' } })).status,
+      ).to.equal(409);
+      expect((await f.dav('MKCOL', '/cm-dir')).status).to.equal(201);
+      expect((await f.dav('MKCOL', '/cm-dir')).status).to.equal(405);
+      expect((await f.dav('MKCOL', '/none/cm-dir')).status).to.equal(409);
+      expect((await f.dav('DELETE', '/cm-dir')).status).to.equal(204);
+      expect((await f.dav('DELETE', '/cm-dir')).status).to.equal(404);
+    });
+
+    it('records Actions with interface dav and site paths', async () => {
+      const acts = (await f.actions()).filter((a) => a.username === 'alice' && a.interface === 'dav');
+      const kinds = new Set(acts.map((a) => a.action));
+      for (const k of ['login', 'create', 'read', 'update', 'copy', 'move', 'destroy'])
+        expect(kinds, k).to.include(k);
+      expect(acts.find((a) => a.action === 'move')!.path).to.equal('home/alice/cm-d.txt');
+    });
+  });
+
+  describe('locks and properties', () => {
+    it('enforces a lock on every write until its token is submitted, and releases it', async () => {
+      await f.dav('PUT', '/locked.txt', { body: 'v1' });
+      const l = await f.dav('LOCK', '/locked.txt', { headers: { Timeout: 'Second-600' }, body: lockBody() });
+      expect(l.status).to.equal(200);
+      const token = /^<(.+)>$/.exec(String(l.headers['lock-token']))![1]!;
+      expect(token).to.match(/^urn:uuid:/);
+      expect(l.text).to.include('Second-');
+      expect((await f.dav('PUT', '/locked.txt', { body: 'v2' })).status).to.equal(423);
+      expect((await f.dav('DELETE', '/locked.txt')).status).to.equal(423);
+      expect((await f.dav('LOCK', '/locked.txt', { body: lockBody() })).status).to.equal(423);
+      expect(
+        (await f.dav('PUT', '/locked.txt', { body: 'v2', headers: { If: `(<${token}>)` } })).status,
+      ).to.equal(204);
+      // The lock is in the database, where every instance reads it.
+      const rows = await f.gw.core.db.read((em) => em.query('SELECT token FROM dav_locks'));
+      expect(rows.map((r: { token: string }) => r.token)).to.include(token);
+      expect(
+        (await f.dav('UNLOCK', '/locked.txt', { headers: { 'Lock-Token': '<urn:uuid:bogus>' } })).status,
+      ).to.equal(409);
+      expect(
+        (await f.dav('UNLOCK', '/locked.txt', { headers: { 'Lock-Token': `<${token}>` } })).status,
+      ).to.equal(204);
+      expect((await f.dav('PUT', '/locked.txt', { body: 'v3' })).status).to.equal(204);
+    });
+
+    it('rejects malformed If headers with 400 and unmet ones with 412', async () => {
+      for (const h of ['(<urn:x', 'garbage', '()', '<http://x/a>']) {
+        expect((await f.dav('PUT', '/locked.txt', { body: 'x', headers: { If: h } })).status, h).to.equal(
+          400,
+        );
+      }
+      expect(
+        (await f.dav('PUT', '/locked.txt', { body: 'x', headers: { If: '(["nope"])' } })).status,
+      ).to.equal(412);
+    });
+
+    it('creates a lock-null resource as an empty file', async () => {
+      const l = await f.dav('LOCK', '/lock-null.txt', { body: lockBody() });
+      expect(l.status).to.equal(201);
+      const got = await f.dav('GET', '/lock-null.txt');
+      expect(got.status).to.equal(200);
+      expect(got.text).to.equal('');
+    });
+
+    it('keeps dead properties through MOVE and drops them on DELETE', async () => {
+      await f.dav('PUT', '/p.txt', { body: 'p' });
+      const set = `<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="http://ex/"><D:set><D:prop><Z:color>blue &amp; <Z:b>bold</Z:b></Z:color></D:prop></D:set></D:propertyupdate>`;
+      expect((await f.dav('PROPPATCH', '/p.txt', { body: set })).status).to.equal(207);
+      await f.dav('MOVE', '/p.txt', { headers: { Destination: '/q.txt' } });
+      const ask = `<D:propfind xmlns:D="DAV:"><D:prop><color xmlns="http://ex/"/></D:prop></D:propfind>`;
+      const r = await f.dav('PROPFIND', '/q.txt', { headers: { Depth: '0' }, body: ask });
+      expect(r.text, r.text).to.include(
+        '<color xmlns="http://ex/">blue &amp; <b xmlns="http://ex/">bold</b></color>',
+      );
+      await f.dav('DELETE', '/q.txt');
+      await f.dav('PUT', '/q.txt', { body: 'new' });
+      const again = await f.dav('PROPFIND', '/q.txt', { headers: { Depth: '0' }, body: ask });
+      expect(again.text).to.include('404');
+    });
+  });
+
+  describe('the permission matrix', () => {
+    const levels = ['readonly', 'writeonly', 'previewonly'] as const;
+    before(async () => {
+      const op = operatorPrincipal();
+      for (const level of levels) {
+        await f.gw.core.namespace.mkdir(op, `perm/${level}`);
+        await f.gw.core.users.create(op, {
+          username: `u-${level}`,
+          password: 'perm-password-1',
+          user_root: `perm/${level}`,
+        });
+        await f.gw.core.permissions.create(op, {
+          username: `u-${level}`,
+          path: `perm/${level}`,
+          permission: level,
+        });
+        const s = f.gw.core.files.session(op);
+        const { Readable } = await import('node:stream');
+        await s.write(`perm/${level}/file.txt`, Readable.from([Buffer.from('data')]));
+      }
+    });
+    const expected: Record<(typeof levels)[number], Record<string, number>> = {
+      readonly: { PROPFIND: 207, GET: 200, PUT: 403, MKCOL: 403, DELETE: 403, MOVE: 403 },
+      writeonly: { PROPFIND: 403, GET: 403, PUT: 201, MKCOL: 201, DELETE: 403, MOVE: 403 },
+      previewonly: { PROPFIND: 207, GET: 403, PUT: 403, MKCOL: 403, DELETE: 403, MOVE: 403 },
+    };
+    for (const level of levels) {
+      it(`${level}: ${JSON.stringify(expected[level])}`, async () => {
+        const auth: [string, string] = [`u-${level}`, 'perm-password-1'];
+        const got: Record<string, number> = {
+          PROPFIND: (await f.dav('PROPFIND', '/', { auth, headers: { Depth: '1' } })).status,
+          GET: (await f.dav('GET', '/file.txt', { auth })).status,
+          PUT: (await f.dav('PUT', '/new.txt', { auth, body: 'x' })).status,
+          MKCOL: (await f.dav('MKCOL', '/dir', { auth })).status,
+          DELETE: (await f.dav('DELETE', '/file.txt', { auth })).status,
+          MOVE: (await f.dav('MOVE', '/file.txt', { auth, headers: { Destination: '/moved.txt' } })).status,
+        };
+        expect(got).to.deep.equal(expected[level]);
+      });
+    }
+  });
+});
