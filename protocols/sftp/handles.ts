@@ -15,12 +15,19 @@ export interface ReadHandle {
   cursor: StreamCursor | null;
 }
 
-/** WriteHandle is an upload staged in the core until CLOSE commits it. */
+/**
+ * WriteHandle is an upload staged in the core until CLOSE commits it. After a whole-file
+ * copy-data, `pendingCopy` names the source instead of staged bytes, and CLOSE copies it in the
+ * core (sharing its blob); any later change to the handle first reads the source into staging.
+ */
 export interface WriteHandle {
   kind: 'write';
   path: string;
   staged: StagedWrite;
   append: boolean;
+  pendingCopy: { path: string; size: number } | null;
+  /** the mtime FSETSTAT asked for, applied after a pending copy too */
+  mtime: Date | null;
 }
 
 /** DirHandle is a folder listing read in pages by READDIR. */
@@ -142,7 +149,7 @@ export function openEntry(session: FileSession, h: Handle): Promise<Entry> | Ent
     return {
       path: h.path,
       type: 'file',
-      size: h.staged.size,
+      size: h.pendingCopy ? h.pendingCopy.size : h.staged.size,
       mtime: new Date(),
       crc32: null,
       md5: null,

@@ -170,6 +170,10 @@ export class Writer {
   string(v: string): this {
     return this.bytes(Buffer.from(v, 'utf8'));
   }
+  /** raw appends bytes without a length (check-file's hash) */
+  raw(v: Buffer): this {
+    return this.push(v);
+  }
   attrs(a: Attrs): this {
     let flags = 0;
     if (a.size !== undefined) flags |= ATTR_SIZE;

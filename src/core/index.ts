@@ -144,7 +144,8 @@ export async function createCore(
   };
   const gate = new LoginGate(ctx);
   const files = new Files(ctx, await createBlobStore(config, config.data_dir));
-  if (opts.background !== false) files.startBackground();
+  // The staging sweep finishes before any front end starts, so the first listener sees a clean dir.
+  if (opts.background !== false) await files.startBackground();
   const apiKeys = new ApiKeys(ctx);
   return {
     config,

@@ -1,10 +1,14 @@
 /**
  * Benchmark child process: starts one server and prints one JSON line {port, key} on stdout.
- *   gateway [--populate N]         the whole gateway on a fresh database (SQLite, or PostgreSQL when
+ *   gateway [--populate N] [--ports ftp,ftps,sftp] [--pasv FIRST-LAST]
+ *                                  the whole gateway on a fresh database (SQLite, or PostgreSQL when
  *                                  SVC_TEST_DATABASE_URL names a server), a site-wide key and 100
- *                                  users; the line also carries pid and dataDir. With --populate, the
- *                                  folder /big first gets N file rows, inserted through core.db.work
- *                                  in batches of 500 (populateMs says how long that took)
+ *                                  users; the line also carries pid, dataDir and ports (every bound
+ *                                  listener by name). With --populate, the folder /big first gets N
+ *                                  file rows, inserted through core.db.work in batches of 500
+ *                                  (populateMs says how long that took). --ports binds the named
+ *                                  front ends (ftp, ftps, sftp, webdav) on free ports; --pasv sets
+ *                                  the FTP passive port range (default config/default.yaml's)
  *   peer                           the peer: bare Koa over HTTPS with the same certificate, answering
  *                                  a constant JSON object (the ceiling of Koa + TLS on this machine)
  */
@@ -31,7 +35,15 @@ if (mode === 'peer') {
     console.log(JSON.stringify({ port: (server.address() as AddressInfo).port })),
   );
 } else {
-  const gw = await startTestGateway({ log_level: 'error' });
+  const arg = (flag: string) => {
+    const at = process.argv.indexOf(flag);
+    return at > 0 ? process.argv[at + 1] : undefined;
+  };
+  const ports: Record<string, unknown> = {};
+  for (const name of (arg('--ports') ?? '').split(',').filter(Boolean)) ports[name] = 0;
+  const pasv = arg('--pasv');
+  if (pasv) ports.ftp_pasv = pasv;
+  const gw = await startTestGateway({ log_level: 'error', ports });
   const admin = operatorPrincipal();
   for (let i = 0; i < 100; i++) {
     await gw.core.users.create(admin, {
@@ -40,14 +52,15 @@ if (mode === 'peer') {
       email: `bench${i}@example.com`,
     });
   }
-  const at = process.argv.indexOf('--populate');
-  const populateMs = at > 0 ? await populate(gw.core, Number(process.argv[at + 1])) : undefined;
+  const count = arg('--populate');
+  const populateMs = count !== undefined ? await populate(gw.core, Number(count)) : undefined;
   console.log(
     JSON.stringify({
       port: gw.port,
       key: gw.siteKey,
       dataDir: gw.config.data_dir,
       pid: process.pid,
+      ports: gw.ports,
       populateMs,
     }),
   );

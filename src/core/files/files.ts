@@ -12,8 +12,9 @@ import { GatewayError } from '../errors.ts';
 import type { Principal } from '../principal.ts';
 import type { BlobStore, ByteRange } from './blobstore.ts';
 import type { Entry } from './namespace.ts';
-import { FileSession } from './session.ts';
+import { FileSession, stagingDir } from './session.ts';
 import { DOWNLOAD_TTL_S, Signer } from './signed.ts';
+import { sweepStaging } from './staging.ts';
 import { Uploads } from './uploads.ts';
 
 /** GARBAGE_GRACE_MS is how long an unreferenced blob is kept before it is deleted. */
@@ -126,15 +127,35 @@ export class Files {
     return deleted;
   }
 
-  /** startBackground runs garbage collection and upload expiry every minute until stop. */
-  startBackground(): void {
-    if (this.timer) return;
+  /**
+   * sweepStaging deletes the staged-upload temporary files a crash left behind (see
+   * STALE_STAGING_MS); `olderThanMs` is for tests.
+   */
+  async sweepStaging(olderThanMs?: number): Promise<number> {
+    const deleted = await sweepStaging(stagingDir(this.ctx.config.data_dir), olderThanMs);
+    if (deleted) this.ctx.log.info('deleted stale staging files', { count: deleted });
+    return deleted;
+  }
+
+  /**
+   * startBackground sweeps stale staging files now, then runs garbage collection, upload expiry
+   * and the sweep every minute until stop.
+   */
+  startBackground(): Promise<void> {
+    if (this.timer) return Promise.resolve();
+    const sweep = () =>
+      this.sweepStaging().then(
+        () => undefined,
+        (err: unknown) => this.ctx.log.warn('staging sweep failed', { error: String(err) }),
+      );
     this.timer = setInterval(() => {
       this.collectGarbage().catch((err: unknown) =>
         this.ctx.log.warn('garbage collection failed', { error: String(err) }),
       );
+      void sweep();
     }, 60_000);
     this.timer.unref();
+    return sweep();
   }
 
   /** stop ends the background work and closes the blob store. */

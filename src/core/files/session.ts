@@ -33,6 +33,11 @@ import { copyDav, forgetDav, moveDav } from './properties.ts';
 import { concat, Hasher, newBlobId } from './transfers.ts';
 import { StagedWrite } from './staging.ts';
 
+/** stagingDir is where staged writes keep their temporary files. */
+export function stagingDir(dataDir: string): string {
+  return pathJoin(dataDir, 'staging');
+}
+
 /** WriteOptions shape an upload: where it starts and what it keeps. */
 export interface WriteOptions {
   /** keep this many bytes of the current content and write the body after them (FTP REST+STOR) */
@@ -162,8 +167,12 @@ export class FileSession {
     await this.relocate('move', from, to, opts);
   }
 
-  /** copy copies a file or folder; the copies share the immutable blobs, so no bytes are copied. */
-  async copy(from: string, to: string, opts: { overwrite?: boolean } = {}): Promise<void> {
+  /**
+   * copy copies a file or folder; the copies share the immutable blobs, so no bytes are copied.
+   * With `filesOnly` (SFTP copy-data) the source must be a file and an existing destination may
+   * only be a file: a folder that appeared there meanwhile is never replaced.
+   */
+  async copy(from: string, to: string, opts: { overwrite?: boolean; filesOnly?: boolean } = {}): Promise<void> {
     await this.relocate('copy', from, to, opts);
   }
 
@@ -171,7 +180,7 @@ export class FileSession {
     kind: 'move' | 'copy',
     from: string,
     to: string,
-    opts: { overwrite?: boolean },
+    opts: { overwrite?: boolean; filesOnly?: boolean },
   ): Promise<void> {
     const source = this.site(from);
     const dest = this.site(to);
@@ -190,6 +199,8 @@ export class FileSession {
       await requireCapability(em, this.principal, 'write', dest);
       const row = await getRow(em, source);
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(source)} does not exist`);
+      if (opts.filesOnly && row.type === 'directory')
+        throw new GatewayError('bad-request/cannot-download-directory', `/${this.visible(source)} is a folder`);
       await requireFolder(
         em,
         parentOf(dest),
@@ -197,6 +208,8 @@ export class FileSession {
         this.show,
       );
       const existing = await getRow(em, dest);
+      if (existing && opts.filesOnly && existing.type === 'directory')
+        throw new GatewayError('processing-failure/destination-exists', `/${this.visible(dest)} is a folder`);
       if (existing) {
         if (!opts.overwrite)
           throw new GatewayError(
@@ -300,7 +313,7 @@ export class FileSession {
    * <data_dir>/staging, and commit() runs the same atomic commit as write().
    */
   async stage(path: string, opts: { truncate: boolean; signal?: AbortSignal }): Promise<StagedWrite> {
-    return StagedWrite.open(this, pathJoin(this.ctx.config.data_dir, 'staging'), path, opts);
+    return StagedWrite.open(this, stagingDir(this.ctx.config.data_dir), path, opts);
   }
 
   /**

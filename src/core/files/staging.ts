@@ -7,12 +7,45 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { FileRow } from '../../db/entities.ts';
 import { GatewayError } from '../errors.ts';
 import type { Entry } from './namespace.ts';
 import type { FileSession } from './session.ts';
+
+/**
+ * STALE_STAGING_MS is how long a temporary file may go unmodified before the sweep deletes it. A
+ * live upload touches its file with every write; only a process that crashed (or was killed)
+ * leaves one this old. The margin, rather than "everything at start", keeps the sweep safe when
+ * several instances share one data dir.
+ */
+export const STALE_STAGING_MS = 6 * 3600 * 1000;
+
+/**
+ * sweepStaging deletes the temporary files in `dir` that nothing has written for `olderThanMs`
+ * (left by a crash: a clean stop aborts every staged write) and returns how many it deleted.
+ */
+export async function sweepStaging(dir: string, olderThanMs = STALE_STAGING_MS): Promise<number> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ENOENT') return 0;
+    throw err;
+  }
+  const cutoff = Date.now() - olderThanMs;
+  let deleted = 0;
+  for (const name of names) {
+    if (!name.endsWith('.part')) continue;
+    const file = path.join(dir, name);
+    const info = await stat(file).catch(() => null);
+    if (!info?.isFile() || info.mtimeMs > cutoff) continue;
+    await rm(file, { force: true });
+    deleted++;
+  }
+  return deleted;
+}
 
 /** StagedWrite is one open upload held in a temporary file until commit or abort. */
 export class StagedWrite {
