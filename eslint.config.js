@@ -108,7 +108,7 @@ function crossProtocolPattern(own) {
 }
 
 export default defineConfig(
-  { ignores: ['node_modules/', 'data/', '.tmp/', 'coverage/'] },
+  { ignores: ['node_modules/', 'data/', '.tmp/', 'coverage/', 'dist/'] },
   js.configs.recommended,
   tseslint.configs.recommended,
   {

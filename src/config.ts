@@ -6,8 +6,14 @@ import { z } from 'zod';
 import ipaddr from 'ipaddr.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-/** DEFAULT_CONFIG_FILE is the documented defaults file shipped with the gateway. */
-export const DEFAULT_CONFIG_FILE = path.resolve(here, '../config/default.yaml');
+/**
+ * DEFAULT_CONFIG_FILE is the documented defaults file shipped with the gateway: beside src/ when
+ * run from source, two levels up when run from the compiled dist/src/.
+ */
+export const DEFAULT_CONFIG_FILE =
+  [path.resolve(here, '../config/default.yaml'), path.resolve(here, '../../config/default.yaml')].find((f) =>
+    existsSync(f),
+  ) ?? path.resolve(here, '../config/default.yaml');
 
 /** ConfigError stops the start: its message names the setting and what it accepts. */
 export class ConfigError extends Error {
