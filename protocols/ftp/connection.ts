@@ -137,13 +137,25 @@ export class FtpConnection {
     socket.on('data', this.onData);
     socket.on('error', (err) => this.log.debug('control connection error', { error: String(err) }));
     socket.on('close', () => this.teardown());
-    socket.setTimeout(this.server.idleTimeoutMs, () => {
-      // Idle means no command and no transfer: a long upload is not idleness (ftp-srv#387).
-      if (this.transfer) return;
-      this.reply(421, 'Idle timeout; closing the connection');
-      this.end();
-    });
+    this.watchIdle(socket);
   }
+
+  /**
+   * watchIdle starts the idle timer of a control socket. Idle means no command and no transfer:
+   * a long upload is not idleness (ftp-srv#387). The listener is a lasting one (setTimeout's
+   * callback is a `once`, which a timeout during a transfer would use up), and the timer starts
+   * again when a transfer ends (runTransfer), so the session is idle from then on.
+   */
+  private watchIdle(socket: net.Socket): void {
+    socket.on('timeout', this.onIdle);
+    socket.setTimeout(this.server.idleTimeoutMs);
+  }
+
+  private onIdle = (): void => {
+    if (this.transfer) return;
+    this.reply(421, 'Idle timeout; closing the connection');
+    this.end();
+  };
 
   /** receive buffers bytes and queues every complete line. */
   private receive(chunk: Buffer): void {
@@ -244,6 +256,7 @@ export class FtpConnection {
     raw.off('data', this.onData);
     raw.pause();
     raw.setTimeout(0);
+    raw.off('timeout', this.onIdle);
     this.buffer = Buffer.alloc(0);
     this.queue.length = 0;
     raw.write('234 AUTH TLS successful\r\n', () => {
@@ -256,11 +269,7 @@ export class FtpConnection {
         this.log.debug('TLS error on the control connection', { error: String(err) });
         secure.destroy();
       });
-      secure.setTimeout(this.server.idleTimeoutMs, () => {
-        if (this.transfer) return;
-        this.reply(421, 'Idle timeout; closing the connection');
-        this.end();
-      });
+      this.watchIdle(secure);
     });
   }
 
@@ -283,6 +292,7 @@ export class FtpConnection {
       } finally {
         this.data.finished();
         this.transfer = null;
+        if (!this.closed) this.socket.setTimeout(this.server.idleTimeoutMs);
       }
     })();
     this.transfer = transfer;

@@ -14,7 +14,14 @@ import type { Duplex } from 'node:stream';
 import { GatewayError, resolveChroot, type Entry, type FileSession } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { sftpStatus } from './errors.ts';
-import { HandleTable, openEntry, StreamCursor, type Handle } from './handles.ts';
+import {
+  HandleTable,
+  openEntry,
+  StreamCursor,
+  type Handle,
+  type ReadHandle,
+  type WriteHandle,
+} from './handles.ts';
 import {
   BadMessage,
   FXP,
@@ -37,6 +44,11 @@ const EXTENSIONS: [string, string][] = [
   ['fsync@openssh.com', '1'],
   ['limits@openssh.com', '1'],
   ['expand-path@openssh.com', '1'],
+  // OpenSSH's copy-data (sftp >= 9.0 `cp`): the whole-file case is a core copy sharing the blob.
+  ['copy-data', '1'],
+  // WinSCP's checksum (draft-ietf-secsh-filexfer-extensions-00 §3): md5 of a whole file, stored.
+  ['check-file-name', 'md5'],
+  ['check-file-handle', 'md5'],
 ];
 const LIST_PAGE = 100;
 /** A READ that skips ahead less than this reads through the open stream rather than reopening it. */
@@ -201,6 +213,13 @@ export class SftpSession {
     return p;
   }
 
+  /** onHandles runs `fn` after every earlier request on each of `hs`, and before any later one. */
+  private onHandles<T>(hs: Handle[], fn: () => Promise<T>): Promise<T> {
+    const p = Promise.all(hs.map((h) => h.queue)).then(fn);
+    for (const h of hs) h.queue = p.catch(() => undefined);
+    return p;
+  }
+
   private attrs(e: Entry): Attrs {
     const mtime = Math.floor(e.mtime.getTime() / 1000);
     return {
@@ -223,11 +242,8 @@ export class SftpSession {
         return this.onHandle(h, async () => {
           this.handles.delete(raw);
           if (h.kind === 'read') h.cursor?.close();
-          if (h.kind === 'write') {
-            // The upload becomes visible here, and its failure is reported here.
-            if (h.staged.changed) await h.staged.commit({ signal: this.abort.signal });
-            else await h.staged.abort();
-          }
+          // The upload becomes visible here, and its failure is reported here.
+          if (h.kind === 'write') await this.commit(h);
           this.status(id, Status.OK);
         });
       }
@@ -268,6 +284,7 @@ export class SftpSession {
               'bad-request/request-params-invalid',
               'This handle is not open for writing',
             );
+          await this.materialize(h);
           await h.staged.writeAt(h.append ? h.staged.size : offset, data);
           this.status(id, Status.OK);
         });
@@ -306,8 +323,14 @@ export class SftpSession {
         const a = r.attrs();
         return this.onHandle(h, async () => {
           if (h.kind === 'write') {
-            if (a.size !== undefined) await h.staged.truncate(a.size);
-            if (a.mtime !== undefined) h.staged.setMtime(new Date(a.mtime * 1000));
+            if (a.size !== undefined) {
+              await this.materialize(h);
+              await h.staged.truncate(a.size);
+            }
+            if (a.mtime !== undefined) {
+              h.mtime = new Date(a.mtime * 1000);
+              h.staged.setMtime(h.mtime);
+            }
           } else if (a.mtime !== undefined) {
             await f.setMtime(h.path, new Date(a.mtime * 1000));
           }
@@ -430,6 +453,8 @@ export class SftpSession {
         path: p,
         staged,
         append: (flags & OpenFlags.APPEND) !== 0,
+        pendingCopy: null,
+        mtime: null,
       });
       return this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
     }
@@ -486,9 +511,160 @@ export class SftpSession {
         const p = `/${this.path(rel)}`;
         return this.send(new Writer(FXP.NAME, id).u32(1).string(p).string(p).attrs({}).done());
       }
+      case 'copy-data': {
+        const from = this.handle(r);
+        const readOffset = r.u64();
+        const readLength = r.u64();
+        const to = this.handle(r);
+        const writeOffset = r.u64();
+        if (from.kind !== 'read')
+          throw new GatewayError(
+            'bad-request/request-params-invalid',
+            'The source handle is not open for reading',
+          );
+        if (to.kind !== 'write')
+          throw new GatewayError(
+            'bad-request/request-params-invalid',
+            'The target handle is not open for writing',
+          );
+        return this.onHandles([from, to], async () => {
+          await this.copyData(from, readOffset, readLength, to, writeOffset);
+          this.status(id, Status.OK);
+        });
+      }
+      case 'check-file-name':
+      case 'check-file-handle': {
+        let entry: Entry | Promise<Entry>;
+        if (name === 'check-file-name') entry = this.files.stat(this.path(r.string()));
+        else {
+          const h = this.handle(r);
+          if (h.kind !== 'read')
+            throw new GatewayError(
+              'bad-request/request-params-invalid',
+              'This handle is not open for reading',
+            );
+          entry = h.entry;
+        }
+        const algorithms = r
+          .string()
+          .split(',')
+          .map((a) => a.trim().toLowerCase());
+        const start = r.u64();
+        const length = r.u64();
+        const blockSize = r.u32();
+        return this.checkFile(id, await entry, algorithms, start, length, blockSize);
+      }
       default:
         return this.status(id, Status.OP_UNSUPPORTED, `Unsupported extension ${name.slice(0, 64)}`);
     }
+  }
+
+  /**
+   * copyData serves copy-data. The case `sftp cp` sends, the whole source (offset 0, length 0 =
+   * to EOF) into an empty write handle at offset 0, is recorded on the handle and done at CLOSE by
+   * one core copy that shares the source's blob. Any other range is read from the source and
+   * written into the staged file, as WRITEs would be.
+   */
+  private async copyData(
+    from: ReadHandle,
+    readOffset: number,
+    readLength: number,
+    to: WriteHandle,
+    writeOffset: number,
+  ): Promise<void> {
+    if (
+      readOffset === 0 &&
+      readLength === 0 &&
+      writeOffset === 0 &&
+      to.staged.size === 0 &&
+      !to.pendingCopy
+    ) {
+      to.pendingCopy = { path: from.path, size: from.entry.size ?? 0 };
+      return;
+    }
+    await this.materialize(to);
+    const size = from.entry.size ?? 0;
+    // Like OpenSSH: a range starting at or past the end copies nothing.
+    if (readOffset >= size) return;
+    const end = readLength === 0 ? size : Math.min(size, readOffset + readLength);
+    await this.copyInto(to, from.path, readOffset, end, to.append ? to.staged.size : writeOffset);
+  }
+
+  /** copyInto writes bytes [start, end) of the file at `source` into the staged file at `at`. */
+  private async copyInto(
+    to: WriteHandle,
+    source: string,
+    start: number,
+    end: number,
+    at: number,
+  ): Promise<void> {
+    if (end <= start) return;
+    const dl = await this.files.openRead(source, {
+      range: { start, end: end - 1 },
+      record: false,
+      signal: this.abort.signal,
+    });
+    try {
+      for await (const chunk of dl.stream as AsyncIterable<Buffer>) {
+        await to.staged.writeAt(at, chunk);
+        at += chunk.length;
+      }
+    } finally {
+      dl.stream.destroy();
+    }
+  }
+
+  /** materialize turns a pending whole-file copy into staged bytes, before the handle changes further. */
+  private async materialize(h: WriteHandle): Promise<void> {
+    const pending = h.pendingCopy;
+    if (!pending) return;
+    h.pendingCopy = null;
+    await this.copyInto(h, pending.path, 0, pending.size, 0);
+  }
+
+  /** commit finishes a write handle at CLOSE: a pending copy, the staged bytes, or nothing. */
+  private async commit(h: WriteHandle): Promise<void> {
+    if (h.pendingCopy) {
+      try {
+        await this.files.copy(h.pendingCopy.path, h.path, { overwrite: true, filesOnly: true });
+        if (h.mtime) await this.files.setMtime(h.path, h.mtime);
+        await h.staged.abort();
+        return;
+      } catch (err) {
+        // Replacing a file by copy needs more than writing it (the core asks for delete on the
+        // old one); the same bytes written through the staged file need only what OPEN checked.
+        if (!(err instanceof GatewayError && err.family === 'not-authorized')) {
+          await h.staged.abort();
+          throw err;
+        }
+        await this.materialize(h);
+      }
+    }
+    if (h.staged.changed) await h.staged.commit({ signal: this.abort.signal });
+    else await h.staged.abort();
+  }
+
+  /**
+   * checkFile answers check-file-name/-handle with the md5 the core stored while the file was
+   * written: only md5, only for the whole file as one block (anything else would mean reading
+   * the file, which this extension is meant to save).
+   */
+  private checkFile(
+    id: number,
+    entry: Entry,
+    algorithms: string[],
+    start: number,
+    length: number,
+    blockSize: number,
+  ): void {
+    if (!algorithms.includes('md5')) return this.status(id, Status.OP_UNSUPPORTED, 'Only md5 is available');
+    if (entry.type === 'directory')
+      throw new GatewayError('bad-request/cannot-download-directory', `/${entry.path} is a folder`);
+    const size = entry.size ?? 0;
+    const whole = start === 0 && (length === 0 || length >= size) && (blockSize === 0 || blockSize >= size);
+    if (!whole) return this.status(id, Status.OP_UNSUPPORTED, 'Only the md5 of the whole file is available');
+    if (!entry.md5) return this.status(id, Status.FAILURE, 'No md5 is stored for this file');
+    this.send(new Writer(FXP.EXTENDED_REPLY, id).string('md5').raw(Buffer.from(entry.md5, 'hex')).done());
   }
 }
 

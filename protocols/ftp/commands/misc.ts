@@ -40,7 +40,9 @@ async function storedHash(c: FtpConnection, arg: string, algo: 'md5' | 'crc32') 
 export const miscCommands: Record<string, Command> = {
   FEAT: {
     public: true,
-    run: (c) => c.reply(211, ['Features:', ...FEATURES, 'End']),
+    // EPRT is named only when active mode is on: lftp and FileZilla try what FEAT lists.
+    run: (c) =>
+      c.reply(211, ['Features:', ...FEATURES.filter((f) => f !== 'EPRT' || c.server.data.activeMode), 'End']),
   },
   OPTS: {
     public: true,

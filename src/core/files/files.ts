@@ -143,11 +143,11 @@ export class Files {
    */
   startBackground(): Promise<void> {
     if (this.timer) return Promise.resolve();
-    const sweep = () =>
-      this.sweepStaging().then(
-        () => undefined,
-        (err: unknown) => this.ctx.log.warn('staging sweep failed', { error: String(err) }),
-      );
+    const sweep = async () => {
+      await this.sweepStaging().catch((err: unknown) => {
+        this.ctx.log.warn('staging sweep failed', { error: String(err) });
+      });
+    };
     this.timer = setInterval(() => {
       this.collectGarbage().catch((err: unknown) =>
         this.ctx.log.warn('garbage collection failed', { error: String(err) }),

@@ -22,7 +22,8 @@ import {
   writeSiteFile,
 } from './clients.ts';
 
-const PASV_FIRST = 41_700;
+// Below the kernel's ephemeral range (32768-60999), so outgoing connections never hold these ports.
+const PASV_FIRST = 21_700;
 const PASV_COUNT = 12;
 
 function connectData(port: number): Promise<net.Socket> {

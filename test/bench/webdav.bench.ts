@@ -1,0 +1,679 @@
+/**
+ * WebDAV benchmark: the gateway's WebDAV front end against nginx's dav module (with dav-ext for
+ * PROPFIND), both over HTTPS on loopback with the gateway's generated certificate, side by side in
+ * one run: a 1 GiB PUT and GET with curl, 1,000 files of 4 KiB with `rclone copy`, PROPFIND Depth 1
+ * of a 10,000-entry folder, and the gateway's RSS during the big transfers. The gateway runs in its
+ * own process (test/bench/serve.ts `gateway --ports webdav --populate 10000`), on SQLite with the
+ * local blob store, and is reached with its site-wide API key as the Basic username.
+ *
+ *   npm run bench:webdav
+ *   SVC_BENCH_FILE_MB=256 npm run bench:webdav      (a smaller big file, for a quick look)
+ *
+ * The machine is shared and noisy: every transfer runs RUNS times on each server, alternating which
+ * server goes first, and the best time is kept. MB/s are 10^6 bytes per second; RSS is VmRSS in
+ * MiB. The table is printed and written to test/bench/results-webdav.md.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash, randomFillSync } from 'node:crypto';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+
+const MB = 1e6;
+const MiB = 1024 * 1024;
+const FILE_BYTES = Number(process.env.SVC_BENCH_FILE_MB ?? 1024) * MiB;
+const RUNS = 2;
+const SMALL_FILES = 1000;
+const SMALL_BYTES = 4096;
+const SMALL_CONCURRENCY = 4;
+const LIST_ENTRIES = 10_000;
+const PROPFIND_RUNS = 3;
+const RSS_LIMIT_MIB = 150;
+const DAV_EXT = '/usr/lib/nginx/modules/ngx_http_dav_ext_module.so';
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  s: number;
+}
+
+/** run runs a program to its end and collects its output and wall time. */
+function run(command: string, args: string[], timeoutMs = 300_000): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, s: seconds(t0) });
+    });
+  });
+}
+
+interface GatewayInfo {
+  port: number;
+  key: string;
+  dataDir: string;
+  pid: number;
+  ports: Record<string, number>;
+  populateMs: number;
+}
+
+async function startGateway(populate: number): Promise<{ child: ChildProcess; info: GatewayInfo }> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'test/bench/serve.ts',
+      'gateway',
+      '--ports',
+      'webdav',
+      '--populate',
+      String(populate),
+    ],
+    { env: { ...process.env, SVC_TEST_DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`gateway exited with ${code}`)));
+  });
+  return { child, info: JSON.parse(line) as GatewayInfo };
+}
+
+async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill(signal);
+  await exited;
+}
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+async function waitForPort(port: number, child: ChildProcess, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`nginx exited with ${child.exitCode}`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const sock = net.connect(port, '127.0.0.1', () => {
+        sock.destroy();
+        resolve(true);
+      });
+      sock.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nginx did not listen on ${port} within ${ms} ms`);
+}
+
+function aptInstall(pkg: string): void {
+  console.log(`trying apt-get install -y ${pkg}`);
+  spawnSync('apt-get', ['install', '-y', pkg], {
+    stdio: 'ignore',
+    timeout: 180_000,
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+}
+
+/** ensureTools finds nginx (with the dav module), dav-ext and rclone, installing what is missing. */
+function ensureTools(): { nginx: string; davExt: boolean; rclone: boolean } {
+  const findNginx = () =>
+    ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/bin/nginx'].find(
+      (bin) =>
+        spawnSync(bin, ['-V'], { encoding: 'utf8' }).stderr?.includes('--with-http_dav_module') ?? false,
+    );
+  let nginx = findNginx();
+  if (!nginx) {
+    aptInstall('nginx');
+    nginx = findNginx();
+  }
+  if (!nginx) throw new Error('nginx with --with-http_dav_module is missing and apt-get install failed');
+  if (!existsSync(DAV_EXT)) aptInstall('libnginx-mod-http-dav-ext');
+  const hasRclone = () => spawnSync('rclone', ['version']).status === 0;
+  let rclone = hasRclone();
+  if (!rclone) {
+    aptInstall('rclone');
+    rclone = hasRclone();
+  }
+  if (spawnSync('curl', ['--version']).status !== 0) aptInstall('curl');
+  return { nginx, davExt: existsSync(DAV_EXT), rclone };
+}
+
+/** startNginx serves `root` over HTTPS with WebDAV writes (and PROPFIND with dav-ext), config in `dir`. */
+async function startNginx(
+  bin: string,
+  dir: string,
+  root: string,
+  tlsDir: string,
+  davExt: boolean,
+): Promise<{ child: ChildProcess; port: number }> {
+  const port = await freePort();
+  mkdirSync(path.join(dir, 'tmp'), { recursive: true });
+  const t = (name: string) => path.join(dir, 'tmp', name);
+  const conf = `daemon off;
+worker_processes 1;
+${davExt ? `load_module ${DAV_EXT};` : ''}
+pid ${path.join(dir, 'nginx.pid')};
+error_log ${path.join(dir, 'error.log')} warn;
+events { worker_connections 64; }
+http {
+  default_type application/octet-stream;
+  access_log off;
+  sendfile on;
+  client_max_body_size 0;
+  client_body_temp_path ${t('body')};
+  proxy_temp_path ${t('proxy')};
+  fastcgi_temp_path ${t('fastcgi')};
+  uwsgi_temp_path ${t('uwsgi')};
+  scgi_temp_path ${t('scgi')};
+  server {
+    listen 127.0.0.1:${port} ssl;
+    ssl_certificate ${path.join(tlsDir, 'cert.pem')};
+    ssl_certificate_key ${path.join(tlsDir, 'key.pem')};
+    root ${root};
+    dav_methods PUT DELETE MKCOL COPY MOVE;
+    ${davExt ? 'dav_ext_methods PROPFIND OPTIONS;' : ''}
+    create_full_put_path on;
+    dav_access user:rw group:rw all:r;
+  }
+}
+`;
+  const file = path.join(dir, 'nginx.conf');
+  writeFileSync(file, conf);
+  const child = spawn(bin, ['-p', dir, '-e', path.join(dir, 'error.log'), '-c', file], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  await waitForPort(port, child, 5000);
+  return { child, port };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements
+
+/** RssSampler reads VmRSS of a process every 100 ms and keeps the maximum. */
+class RssSampler {
+  max = 0;
+  private readonly timer: NodeJS.Timeout;
+  constructor(private readonly pid: number) {
+    this.sample();
+    this.timer = setInterval(() => this.sample(), 100);
+  }
+  private sample(): void {
+    this.max = Math.max(this.max, rssNow(this.pid));
+  }
+  stop(): number {
+    clearInterval(this.timer);
+    this.sample();
+    return this.max;
+  }
+}
+
+function rssNow(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+const seconds = (t0: number) => (performance.now() - t0) / 1000;
+
+/** generate writes `bytes` random bytes to `file` (fsynced) and returns their md5. */
+function generate(file: string, bytes: number): string {
+  const fd = openSync(file, 'w');
+  const md5 = createHash('md5');
+  const buf = Buffer.alloc(MiB);
+  try {
+    for (let left = bytes; left > 0; left -= buf.length) {
+      const chunk = left >= buf.length ? buf : buf.subarray(0, left);
+      randomFillSync(chunk);
+      md5.update(chunk);
+      writeSync(fd, chunk);
+    }
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  return md5.digest('hex');
+}
+
+/** Server is one side of the comparison: a base URL, curl's credentials and rclone's flags. */
+interface Server {
+  name: string;
+  base: string;
+  curlAuth: string[];
+  rcloneAuth: string[];
+}
+
+interface CurlResult {
+  status: number;
+  s: number;
+  down: number;
+  up: number;
+  headers: string;
+}
+
+/** curl runs one request and reads status, time_total and byte counts from its -w line. */
+async function curl(server: Server, args: string[], ca: string, headersTo?: string): Promise<CurlResult> {
+  const r = await run('curl', [
+    '-sS',
+    '--http1.1',
+    '--cacert',
+    ca,
+    ...server.curlAuth,
+    ...(headersTo ? ['-D', headersTo] : []),
+    '-w',
+    '%{http_code} %{time_total} %{size_download} %{size_upload}',
+    ...args,
+  ]);
+  if (r.code !== 0) throw new Error(`curl ${args.join(' ')} (${server.name}): exit ${r.code} ${r.stderr}`);
+  const [status, s, down, up] = r.stdout.trim().split(/\s+/).slice(-4).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+  ];
+  return { status, s, down, up, headers: headersTo ? readFileSync(headersTo, 'utf8') : '' };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+interface Row {
+  metric: string;
+  value: string;
+  peer: string;
+  ratio: string;
+}
+const rows: Row[] = [];
+const mbps = (bytes: number, s: number) => bytes / MB / s;
+const f0 = (x: number) => x.toFixed(0);
+const f1 = (x: number) => x.toFixed(1);
+const f2 = (x: number) => x.toFixed(2);
+const sizeLabel =
+  FILE_BYTES % (1024 * MiB) === 0 ? `${FILE_BYTES / (1024 * MiB)} GiB` : `${FILE_BYTES / MiB} MiB`;
+const countResponses = (xml: string) => (xml.match(/<([A-Za-z0-9]+:)?response[\s>]/g) ?? []).length;
+
+const started = performance.now();
+const cleanups: (() => Promise<void> | void)[] = [];
+const onSignal = () => {
+  void (async () => {
+    for (const f of cleanups.reverse()) await Promise.resolve(f()).catch(() => undefined);
+    process.exit(130);
+  })();
+};
+process.once('SIGINT', onSignal);
+process.once('SIGTERM', onSignal);
+
+try {
+  const tools = ensureTools();
+  const work = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-webdav-'));
+  cleanups.push(() => rmSync(work, { recursive: true, force: true }));
+  // nginx's worker runs as nobody: it must reach and write the DAV root.
+  chmodSync(work, 0o755);
+  const src = path.join(work, 'src');
+  mkdirSync(src);
+  const bigFile = path.join(src, 'big.bin');
+  let t = performance.now();
+  const md5 = generate(bigFile, FILE_BYTES);
+  console.log(`generated ${sizeLabel} of random bytes in ${f1(seconds(t))} s (md5 ${md5}) in ${work}`);
+  const small = path.join(work, 'small');
+  mkdirSync(small);
+  const smallBuf = Buffer.alloc(SMALL_BYTES);
+  for (let i = 0; i < SMALL_FILES; i++) {
+    randomFillSync(smallBuf);
+    writeFileSync(path.join(small, `s${String(i).padStart(4, '0')}.bin`), smallBuf);
+  }
+
+  // The gateway, with /big holding LIST_ENTRIES rows made through its core.
+  t = performance.now();
+  const gw = await startGateway(LIST_ENTRIES);
+  cleanups.push(async () => {
+    await stopChild(gw.child);
+    rmSync(gw.info.dataDir, { recursive: true, force: true });
+  });
+  const davPort = gw.info.ports.webdav;
+  if (!davPort) throw new Error(`the gateway bound no webdav port: ${JSON.stringify(gw.info.ports)}`);
+  const pid = gw.info.pid;
+  console.log(
+    `gateway pid ${pid}, WebDAV on :${davPort}, data dir ${gw.info.dataDir}; ${LIST_ENTRIES} rows ` +
+      `populated in ${gw.info.populateMs} ms (up in ${f1(seconds(t))} s)`,
+  );
+  const tlsDir = path.join(gw.info.dataDir, 'tls');
+  const ca = path.join(tlsDir, 'cert.pem');
+
+  // nginx, its DAV root holding a /big of LIST_ENTRIES sparse files of the same names and sizes.
+  const davRoot = path.join(work, 'dav');
+  mkdirSync(path.join(davRoot, 'big'), { recursive: true });
+  for (let j = 0; j < LIST_ENTRIES; j++) {
+    const name = path.join(davRoot, 'big', `f${String(j).padStart(7, '0')}.bin`);
+    writeFileSync(name, '');
+    truncateSync(name, (j * 7919) % 1_000_003);
+  }
+  chmodSync(davRoot, 0o777);
+  const nginxDir = path.join(work, 'nginx');
+  mkdirSync(nginxDir);
+  const ngx = await startNginx(tools.nginx, nginxDir, davRoot, tlsDir, tools.davExt);
+  cleanups.push(() => stopChild(ngx.child));
+  console.log(`nginx ${tools.nginx} on :${ngx.port}${tools.davExt ? ' with dav-ext' : ' WITHOUT dav-ext'}`);
+
+  const rclonePass = spawnSync('rclone', ['obscure', 'unused'], { encoding: 'utf8' }).stdout?.trim() ?? '';
+  const gateway: Server = {
+    name: 'gateway',
+    base: `https://127.0.0.1:${davPort}`,
+    curlAuth: ['-u', `${gw.info.key}:`],
+    rcloneAuth: ['--webdav-user', gw.info.key, '--webdav-pass', rclonePass],
+  };
+  const nginx: Server = {
+    name: 'nginx',
+    base: `https://127.0.0.1:${ngx.port}`,
+    curlAuth: [],
+    rcloneAuth: [],
+  };
+  const both = (i: number) => (i % 2 === 0 ? [gateway, nginx] : [nginx, gateway]);
+  const idle = rssNow(pid);
+
+  // 1 GiB PUT: RUNS per server, alternating who goes first, each to a new name; best kept.
+  const put = { gateway: Infinity, nginx: Infinity, nginxSync: Infinity };
+  let putRss = 0;
+  for (let i = 0; i < RUNS; i++) {
+    for (const s of both(i)) {
+      const name = `big-${i}.bin`;
+      const rss = s === gateway ? new RssSampler(pid) : null;
+      const r = await curl(s, ['-T', bigFile, '-o', '/dev/null', `${s.base}/${name}`], ca);
+      if (rss) putRss = Math.max(putRss, rss.stop());
+      if (r.status !== 201 && r.status !== 204) throw new Error(`PUT ${name} (${s.name}): ${r.status}`);
+      if (r.up !== FILE_BYTES) throw new Error(`PUT ${name} (${s.name}) sent ${r.up} bytes`);
+      let line = `PUT ${s.name} run ${i + 1}: ${f1(mbps(FILE_BYTES, r.s))} MB/s (${f1(r.s)} s)`;
+      if (s === gateway) {
+        put.gateway = Math.min(put.gateway, r.s);
+        line += `, max RSS ${f0(putRss)} MiB`;
+      } else {
+        // The gateway fsyncs the blob before it answers; nginx does not. Also timed: nginx + fsync.
+        const stored = path.join(davRoot, name);
+        if (statSync(stored).size !== FILE_BYTES)
+          throw new Error(`nginx stored ${statSync(stored).size} bytes`);
+        const sync = await run('sync', [stored]);
+        put.nginx = Math.min(put.nginx, r.s);
+        put.nginxSync = Math.min(put.nginxSync, r.s + sync.s);
+        line += `; then fsync ${f1(sync.s)} s`;
+      }
+      console.log(line);
+    }
+  }
+  // The gateway's ETag carries the md5 it computed while streaming.
+  const head = await curl(
+    gateway,
+    ['-I', '-o', '/dev/null', `${gateway.base}/big-0.bin`],
+    ca,
+    path.join(work, 'h'),
+  );
+  const etag = /^etag:\s*"([0-9a-f]+)-/im.exec(head.headers)?.[1];
+  if (etag !== md5) throw new Error(`the gateway's file has md5 ${etag}, want ${md5}`);
+
+  // 1 GiB GET of the first file, into /dev/null.
+  const get = { gateway: Infinity, nginx: Infinity };
+  let getRss = 0;
+  for (let i = 0; i < RUNS; i++) {
+    for (const s of both(i)) {
+      const rss = s === gateway ? new RssSampler(pid) : null;
+      const r = await curl(s, ['-o', '/dev/null', `${s.base}/big-0.bin`], ca);
+      if (rss) getRss = Math.max(getRss, rss.stop());
+      if (r.status !== 200 || r.down !== FILE_BYTES)
+        throw new Error(`GET (${s.name}): ${r.status}, ${r.down} bytes`);
+      get[s.name as 'gateway' | 'nginx'] = Math.min(get[s.name as 'gateway' | 'nginx'], r.s);
+      console.log(
+        `GET ${s.name} run ${i + 1}: ${f1(mbps(FILE_BYTES, r.s))} MB/s (${f1(r.s)} s)` +
+          (rss ? `, max RSS ${f0(getRss)} MiB` : ''),
+      );
+    }
+  }
+
+  const putG = mbps(FILE_BYTES, put.gateway);
+  const putN = mbps(FILE_BYTES, put.nginx);
+  const putNS = mbps(FILE_BYTES, put.nginxSync);
+  const getG = mbps(FILE_BYTES, get.gateway);
+  const getN = mbps(FILE_BYTES, get.nginx);
+  rows.push({
+    metric: `PUT ${sizeLabel} with curl -T (gateway fsyncs before 201; md5 checked), best of ${RUNS}, MB/s`,
+    value: f0(putG),
+    peer: `nginx dav: ${f0(putN)}`,
+    ratio: f2(putG / putN),
+  });
+  rows.push({
+    metric: `… same, peer timed as nginx PUT + fsync of the stored file (like for like), MB/s`,
+    value: f0(putG),
+    peer: `nginx dav + fsync: ${f0(putNS)}`,
+    ratio: f2(putG / putNS),
+  });
+  rows.push({
+    metric: `GET ${sizeLabel} with curl into /dev/null, best of ${RUNS}, MB/s`,
+    value: f0(getG),
+    peer: `nginx: ${f0(getN)}`,
+    ratio: f2(getG / getN),
+  });
+  rows.push({
+    metric: `gateway max RSS during the ${sizeLabel} PUTs, MiB (idle before: ${f0(idle)}, so +${f0(putRss - idle)}; the child runs under the tsx loader, ~40 MiB more than compiled)`,
+    value: f0(putRss),
+    peer: `limit ${RSS_LIMIT_MIB}`,
+    ratio: f2(putRss / RSS_LIMIT_MIB),
+  });
+  rows.push({
+    metric: `gateway max RSS during the ${sizeLabel} GETs, MiB (+${f0(getRss - idle)} over idle)`,
+    value: f0(getRss),
+    peer: `limit ${RSS_LIMIT_MIB}`,
+    ratio: f2(getRss / RSS_LIMIT_MIB),
+  });
+  // The big files are not needed any more: free the disk and page cache they hold.
+  for (let i = 0; i < RUNS; i++) {
+    await curl(gateway, ['-X', 'DELETE', '-o', '/dev/null', `${gateway.base}/big-${i}.bin`], ca);
+    rmSync(path.join(davRoot, `big-${i}.bin`), { force: true });
+  }
+
+  // 1,000 × 4 KiB with rclone copy, each run into a new folder; best kept.
+  if (tools.rclone) {
+    const rate = { gateway: 0, nginx: 0 };
+    for (let i = 0; i < RUNS; i++) {
+      for (const s of both(i)) {
+        if (s === nginx && !tools.davExt) continue;
+        const dest = `small-${i}`;
+        const r = await run('rclone', [
+          'copy',
+          small,
+          `:webdav:${dest}`,
+          '--webdav-url',
+          `${s.base}/`,
+          '--webdav-vendor',
+          'other',
+          ...s.rcloneAuth,
+          '--ca-cert',
+          ca,
+          '--config',
+          '/dev/null',
+          '-q',
+        ]);
+        if (r.code !== 0) throw new Error(`rclone copy (${s.name}): exit ${r.code} ${r.stderr.slice(-500)}`);
+        const listing = await curl(
+          s,
+          ['-X', 'PROPFIND', '-H', 'Depth: 1', '-o', path.join(work, 'list.xml'), `${s.base}/${dest}/`],
+          ca,
+        );
+        const n = countResponses(readFileSync(path.join(work, 'list.xml'), 'utf8')) - 1;
+        if (listing.status !== 207 || n !== SMALL_FILES)
+          throw new Error(`rclone copy (${s.name}) left ${n} files (PROPFIND ${listing.status})`);
+        const fps = SMALL_FILES / r.s;
+        rate[s.name as 'gateway' | 'nginx'] = Math.max(rate[s.name as 'gateway' | 'nginx'], fps);
+        console.log(`rclone copy ${s.name} run ${i + 1}: ${f0(fps)} files/s (${f1(r.s)} s)`);
+      }
+    }
+    rows.push({
+      metric: `rclone copy of ${SMALL_FILES} × 4 KiB files (default 4 transfers, vendor other, new folder; client-bound: pacer ≤ 100 requests/s, 3 per file), best of ${RUNS}, files/s`,
+      value: f0(rate.gateway),
+      peer: tools.davExt ? `nginx dav: ${f0(rate.nginx)}` : 'nginx: skipped (no dav-ext for PROPFIND)',
+      ratio: tools.davExt ? f2(rate.gateway / rate.nginx) : '—',
+    });
+  } else {
+    rows.push({ metric: 'rclone copy: skipped (rclone missing)', value: '—', peer: '—', ratio: '—' });
+  }
+
+  // The same 1,000 files with one curl --parallel (4 connections, keep-alive): rclone 1.60's webdav
+  // pacer starts at most one request per 10 ms (MKCOL + PUT + PROPFIND per file, so ~30 files/s on
+  // any server); this row is bound by the servers instead.
+  const names = readdirSync(small).sort();
+  const parallel = { gateway: 0, nginx: 0 };
+  for (let i = 0; i < RUNS; i++) {
+    for (const s of both(i)) {
+      const dest = `curl-${i}`;
+      const mk = await curl(s, ['-X', 'MKCOL', '-o', '/dev/null', `${s.base}/${dest}/`], ca);
+      if (mk.status !== 201) throw new Error(`MKCOL ${dest} (${s.name}): ${mk.status}`);
+      const cfg = path.join(work, `curl-${s.name}-${i}.cfg`);
+      writeFileSync(
+        cfg,
+        names
+          .map(
+            (n) =>
+              `url = "${s.base}/${dest}/${n}"\nupload-file = "${path.join(small, n)}"\noutput = "/dev/null"\n`,
+          )
+          .join(''),
+      );
+      const r = await run('curl', [
+        '-sS',
+        '--http1.1',
+        '--cacert',
+        ca,
+        ...s.curlAuth,
+        '--parallel',
+        '--parallel-immediate',
+        '--parallel-max',
+        String(SMALL_CONCURRENCY),
+        '-w',
+        '%{http_code}\n',
+        '-K',
+        cfg,
+      ]);
+      const created = r.stdout.split('\n').filter((c) => c === '201').length;
+      if (r.code !== 0 || created !== SMALL_FILES)
+        throw new Error(
+          `curl --parallel (${s.name}): exit ${r.code}, ${created} created; ${r.stderr.slice(-300)}`,
+        );
+      const fps = SMALL_FILES / r.s;
+      parallel[s.name as 'gateway' | 'nginx'] = Math.max(parallel[s.name as 'gateway' | 'nginx'], fps);
+      console.log(`curl --parallel PUT ${s.name} run ${i + 1}: ${f0(fps)} files/s (${f1(r.s)} s)`);
+    }
+  }
+  rows.push({
+    metric: `PUT of the same ${SMALL_FILES} × 4 KiB files with one curl --parallel (${SMALL_CONCURRENCY} connections, keep-alive), best of ${RUNS}, files/s`,
+    value: f0(parallel.gateway),
+    peer: `nginx dav: ${f0(parallel.nginx)}`,
+    ratio: f2(parallel.gateway / parallel.nginx),
+  });
+
+  // PROPFIND Depth 1 of /big: allprop (empty body, as Explorer asks) and the four props rclone asks for.
+  const propBody = path.join(work, 'prop.xml');
+  writeFileSync(
+    propBody,
+    '<?xml version="1.0"?><d:propfind xmlns:d="DAV:"><d:prop><d:displayname/><d:getlastmodified/>' +
+      '<d:getcontentlength/><d:resourcetype/></d:prop></d:propfind>',
+  );
+  const kinds: [string, string[]][] = [
+    ['allprop (no body)', []],
+    ['prop: displayname, getlastmodified, getcontentlength, resourcetype', ['--data-binary', `@${propBody}`]],
+  ];
+  for (const [label, body] of kinds) {
+    const best = { gateway: Infinity, nginx: Infinity };
+    const bytes = { gateway: 0, nginx: 0 };
+    for (let i = 0; i < PROPFIND_RUNS; i++) {
+      for (const s of both(i)) {
+        if (s === nginx && !tools.davExt) continue;
+        const out = path.join(work, `propfind-${s.name}.xml`);
+        const r = await curl(
+          s,
+          [
+            '-X',
+            'PROPFIND',
+            '-H',
+            'Depth: 1',
+            '-H',
+            'Content-Type: application/xml',
+            ...body,
+            '-o',
+            out,
+            `${s.base}/big/`,
+          ],
+          ca,
+        );
+        const n = countResponses(readFileSync(out, 'utf8'));
+        if (r.status !== 207 || n !== LIST_ENTRIES + 1)
+          throw new Error(`PROPFIND ${label} (${s.name}): ${r.status} with ${n} responses`);
+        const k = s.name as 'gateway' | 'nginx';
+        best[k] = Math.min(best[k], r.s);
+        bytes[k] = r.down;
+      }
+    }
+    console.log(
+      `PROPFIND ${label}: gateway ${f0(best.gateway * 1000)} ms ${bytes.gateway} B; ` +
+        `nginx ${f0(best.nginx * 1000)} ms ${bytes.nginx} B`,
+    );
+    rows.push({
+      metric: `PROPFIND Depth 1 of a ${LIST_ENTRIES}-entry folder, ${label}, best of ${PROPFIND_RUNS}, ms (ratio: gateway/nginx time)`,
+      value: f0(best.gateway * 1000),
+      peer: tools.davExt ? `nginx dav-ext: ${f0(best.nginx * 1000)}` : 'nginx: skipped (no dav-ext)',
+      ratio: tools.davExt ? f2(best.gateway / best.nginx) : '—',
+    });
+    rows.push({
+      metric: `… response bytes (${f0(bytes.gateway / (LIST_ENTRIES + 1))} B per entry)`,
+      value: String(bytes.gateway),
+      peer: tools.davExt ? `nginx dav-ext: ${bytes.nginx}` : '—',
+      ratio: tools.davExt ? f2(bytes.gateway / bytes.nginx) : '—',
+    });
+  }
+  console.log(`nginx DAV root left ${readdirSync(davRoot).length} entries; stopping`);
+} finally {
+  for (const f of cleanups.reverse()) await Promise.resolve(f()).catch(() => undefined);
+}
+
+const header = [
+  `WebDAV benchmark, ${new Date().toISOString()}, ${process.version}, ${os.cpus().length} cores, ` +
+    `${os.cpus()[0]?.model ?? ''}; total ${f0(seconds(started))} s`,
+  `Gateway (test/bench/serve.ts, SQLite, local blob store, site key as Basic user) and nginx (dav + dav-ext, ` +
+    `1 worker) side by side over HTTPS on loopback with the gateway's certificate; curl --http1.1, rclone ` +
+    `${spawnSync('rclone', ['version'], { encoding: 'utf8' }).stdout?.split('\n')[0] ?? ''}. Each transfer ` +
+    `${RUNS}× per server, alternating order, best kept; shared 2-core machine. MB/s = 10^6 bytes/s; RSS = VmRSS ` +
+    `sampled every 100 ms, MiB.`,
+  '',
+  '| metric | value | peer | ratio |',
+  '|---|---:|---|---:|',
+  ...rows.map((r) => `| ${r.metric} | ${r.value} | ${r.peer} | ${r.ratio} |`),
+].join('\n');
+console.log(`\n${header}\n`);
+writeFileSync(path.join('test', 'bench', 'results-webdav.md'), `${header}\n`);
