@@ -37,6 +37,12 @@ export interface BlobStore {
   /** size returns the byte length of blob `id`, or null when it does not exist. */
   size(id: BlobId): Promise<number | null>;
 
+  /**
+   * adopt (optional) makes the finished local file `file` blob `id` without copying it when the
+   * store can (the local store renames it into place); the file is gone afterwards either way.
+   */
+  adopt?(id: BlobId, file: string): Promise<{ size: number }>;
+
   /** delete removes blob `id`; deleting a missing blob is not an error. */
   delete(id: BlobId): Promise<void>;
 

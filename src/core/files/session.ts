@@ -68,6 +68,11 @@ export class FileSession {
     readonly root: string,
   ) {}
 
+  /** blobStore is the store this session's files live in (for core helpers such as staging). */
+  get blobStore(): BlobStore {
+    return this.store;
+  }
+
   /** site maps a path as the client sees it to the normalized site path. */
   site(path: string): string {
     return joinPath(this.root, normalizeFilePath(path));
@@ -172,7 +177,11 @@ export class FileSession {
    * With `filesOnly` (SFTP copy-data) the source must be a file and an existing destination may
    * only be a file: a folder that appeared there meanwhile is never replaced.
    */
-  async copy(from: string, to: string, opts: { overwrite?: boolean; filesOnly?: boolean } = {}): Promise<void> {
+  async copy(
+    from: string,
+    to: string,
+    opts: { overwrite?: boolean; filesOnly?: boolean } = {},
+  ): Promise<void> {
     await this.relocate('copy', from, to, opts);
   }
 
@@ -200,7 +209,10 @@ export class FileSession {
       const row = await getRow(em, source);
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(source)} does not exist`);
       if (opts.filesOnly && row.type === 'directory')
-        throw new GatewayError('bad-request/cannot-download-directory', `/${this.visible(source)} is a folder`);
+        throw new GatewayError(
+          'bad-request/cannot-download-directory',
+          `/${this.visible(source)} is a folder`,
+        );
       await requireFolder(
         em,
         parentOf(dest),

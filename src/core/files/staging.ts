@@ -5,14 +5,16 @@
  * (hashing, new blob, one transaction), so readers never see a half-written file and an aborted
  * upload leaves the old content. Adapters see only writeAt/truncate/commit/abort.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import { crc32 } from 'node:zlib';
 import type { FileRow } from '../../db/entities.ts';
 import { GatewayError } from '../errors.ts';
 import type { Entry } from './namespace.ts';
 import type { FileSession } from './session.ts';
+import { newBlobId } from './transfers.ts';
 
 /**
  * STALE_STAGING_MS is how long a temporary file may go unmodified before the sweep deletes it. A
@@ -52,6 +54,11 @@ export class StagedWrite {
   private done = false;
   private dirty = false;
   private mtime: Date | undefined;
+  // md5 and crc32 of the bytes written so far, kept while every write lands at the end (how
+  // OpenSSH, WinSCP and rclone upload): the commit then needs no second pass over the file.
+  private md5: Hash | null = createHash('md5');
+  private crc = 0;
+  private hashedUpTo = 0;
 
   private constructor(
     private readonly session: FileSession,
@@ -103,6 +110,14 @@ export class StagedWrite {
   /** writeAt writes `data` at `offset`, growing the content as needed (holes read as zeros). */
   async writeAt(offset: number, data: Uint8Array): Promise<void> {
     this.live();
+    // Hashed before the await, so pipelined writes are hashed in the order they were issued.
+    if (this.md5 && offset === this.hashedUpTo) {
+      this.md5.update(data);
+      this.crc = crc32(data, this.crc);
+      this.hashedUpTo += data.length;
+    } else {
+      this.md5 = null;
+    }
     let at = 0;
     while (at < data.length) {
       const { bytesWritten } = await this.fh.write(data, at, data.length - at, offset + at);
@@ -115,6 +130,7 @@ export class StagedWrite {
   /** truncate sets the content's size (SFTP SETSTAT size; `scp` truncates after writing). */
   async truncate(size: number): Promise<void> {
     this.live();
+    if (size !== this.hashedUpTo) this.md5 = null;
     await this.fh.truncate(size);
     this.size = size;
     this.dirty = true;
@@ -145,6 +161,18 @@ export class StagedWrite {
     this.done = true;
     try {
       await this.fh.close();
+      const store = this.session.blobStore;
+      if (this.md5 && this.hashedUpTo === this.size && store.adopt) {
+        // Written in order: the hashes are known and the staged file itself becomes the blob.
+        const blobId = newBlobId();
+        const { size } = await store.adopt(blobId, this.file);
+        const facts = {
+          size,
+          md5: this.md5.digest('hex'),
+          crc32: (this.crc >>> 0).toString(16).padStart(8, '0'),
+        };
+        return await this.session.commitRow(this.site, blobId, facts, this.existing, this.mtime);
+      }
       const body = createReadStream(this.file);
       return await this.session.commitBlob(this.site, body, this.existing, {
         ...(this.mtime ? { mtime: this.mtime } : {}),

@@ -44,6 +44,28 @@ export class LocalBlobStore implements BlobStore {
     }
   }
 
+  async adopt(id: BlobId, file: string): Promise<{ size: number }> {
+    const final = this.file(id);
+    await mkdir(path.dirname(final), { recursive: true });
+    const handle = await open(file, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      await rename(file, final);
+    } catch (err) {
+      // Another filesystem (blobs elsewhere than the staging dir): copy instead.
+      if ((err as { code?: string }).code !== 'EXDEV') throw err;
+      const { createReadStream } = await import('node:fs');
+      const size = await this.put(id, createReadStream(file));
+      await rm(file, { force: true });
+      return size;
+    }
+    return { size: (await stat(final)).size };
+  }
+
   async get(id: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
     const file = this.file(id);
     try {
