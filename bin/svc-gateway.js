@@ -22,7 +22,8 @@ function newestSource(dir) {
 
 const fresh =
   existsSync(built) &&
-  statSync(built).mtimeMs >= Math.max(newestSource(path.join(root, 'src')), newestSource(path.join(root, 'protocols')));
+  statSync(built).mtimeMs >=
+    Math.max(newestSource(path.join(root, 'src')), newestSource(path.join(root, 'protocols')));
 
 if (fresh) {
   await import('../dist/src/cli.js');
