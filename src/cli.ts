@@ -1,7 +1,8 @@
 /**
- * The `svc-gateway` command: serve (the default), migrate, users, api-keys. Exit codes: 0 done,
+ * The `svc-gateway` command: serve (the default), migrate, users, api-keys, billing. Exit codes: 0 done,
  * 1 failed, 2 wrong usage. Only this file and main's signal handling end the process.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config.ts';
 import { createCore, GatewayError, operatorPrincipal } from './core/index.ts';
@@ -16,6 +17,7 @@ Commands:
   users list                             list users
   users create --username U --password P [--site-admin]
   api-keys create --site-wide [--name N] print a new site-wide API key (full permissions)
+  billing import <file>                  load invoices and payments (JSON array or CSV); idempotent
 
 Settings come from config/default.yaml, the file named by SVC_CONFIG and SVC_* variables.`;
 
@@ -66,7 +68,7 @@ async function main(argv: string[]): Promise<number> {
       help: { type: 'boolean', short: 'h' },
     },
   });
-  const [command = 'serve', sub] = positionals;
+  const [command = 'serve', sub, arg] = positionals;
   if (values.help || command === 'help') {
     console.log(usage);
     return 0;
@@ -109,6 +111,14 @@ async function main(argv: string[]): Promise<number> {
       if (sub === 'create' && values['site-wide']) {
         const key = await withCore((core) => core.apiKeys.createSiteWide(values.name ?? 'site-wide'));
         console.log(key.key);
+        return 0;
+      }
+      break;
+    case 'billing':
+      if (sub === 'import' && arg) {
+        const text = readFileSync(arg, 'utf8');
+        const r = await withCore(async (core) => core.billing.import(core.billing.parseFile(text)));
+        console.log(`imported ${arg}: ${r.created} created, ${r.updated} updated, ${r.unchanged} unchanged`);
         return 0;
       }
       break;

@@ -56,6 +56,17 @@ const ipOrCidr = z.string().refine(
 
 const positiveInt = z.coerce.number().int().positive();
 
+// One outgoing webhook (issue 7): where to send file Actions, which ones, and how to sign them.
+const webhook = z.object({
+  url: z.string().refine((v) => /^https?:\/\/[^/]+/.test(v), { message: 'an http(s) URL' }),
+  folder: z.string().optional(),
+  path: z.string().optional(),
+  actions: z.array(z.string().min(1)).optional(),
+  method: z.enum(['POST', 'PUT', 'PATCH']).optional(),
+  headers: z.record(z.string(), z.string()).optional(),
+  secret: z.string().optional(),
+});
+
 const schema = z.object({
   data_dir: z.string().min(1),
   database: z.object({
@@ -129,6 +140,21 @@ const schema = z.object({
     max_handles: positiveInt,
     max_inflight_requests: positiveInt,
   }),
+  webhooks: z.array(webhook),
+  events: z.object({
+    webhook_max_attempts: positiveInt,
+    webhook_backoff_seconds: z.coerce.number().positive(),
+    webhook_timeout_seconds: z.coerce.number().positive(),
+    poll_interval_ms: positiveInt,
+    retention_days: positiveInt,
+    notification_batch_seconds: z.coerce.number().positive(),
+  }),
+  smtp: z.object({
+    url: z.string().refine((v) => v === '' || /^smtps?:\/\//.test(v), {
+      message: 'empty (write .eml files) or smtp://… / smtps://…',
+    }),
+    from: z.string(),
+  }),
   api: z.object({
     max_body_bytes: positiveInt,
     credential_cache_seconds: z.coerce.number().int().min(0).max(300),
@@ -165,7 +191,29 @@ const envKeys: Record<string, string> = {
   SVC_SECRET: 'secret',
   SVC_LOG_LEVEL: 'log_level',
   SVC_SITE_ALLOWED_IPS: 'site.allowed_ips',
+  SVC_WEBHOOKS: 'webhooks',
+  SVC_WEBHOOK_MAX_ATTEMPTS: 'events.webhook_max_attempts',
+  SVC_WEBHOOK_BACKOFF_SECONDS: 'events.webhook_backoff_seconds',
+  SVC_WEBHOOK_TIMEOUT_SECONDS: 'events.webhook_timeout_seconds',
+  SVC_RETENTION_DAYS: 'events.retention_days',
+  SVC_NOTIFICATION_BATCH_SECONDS: 'events.notification_batch_seconds',
+  SVC_SMTP_URL: 'smtp.url',
+  SVC_MAIL_FROM: 'smtp.from',
 };
+
+/** envValue turns one variable's text into the setting's value (lists and JSON documents). */
+function envValue(name: string, key: string, value: string): unknown {
+  if (key === 'site.allowed_ips') return value.split(/[\s,]+/).filter(Boolean);
+  if (key === 'webhooks') {
+    if (value.trim() === '') return [];
+    try {
+      return JSON.parse(value) as unknown;
+    } catch {
+      throw new ConfigError(`${name}: not a JSON array of {url, folder?, path?, actions?, …}`);
+    }
+  }
+  return value;
+}
 
 function setPath(target: Raw, dotted: string, value: unknown): void {
   const keys = dotted.split('.');
@@ -215,8 +263,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Raw 
   for (const [name, key] of Object.entries(envKeys)) {
     const value = env[name];
     if (value === undefined) continue;
-    // A list setting in the environment is comma- or newline-separated.
-    setPath(fromEnv, key, key === 'site.allowed_ips' ? value.split(/[\s,]+/).filter(Boolean) : value);
+    setPath(fromEnv, key, envValue(name, key, value));
   }
   raw = merge(merge(raw, fromEnv), overrides);
   const parsed = schema.safeParse(raw);

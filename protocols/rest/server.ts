@@ -13,7 +13,9 @@ import { authenticate } from './auth.ts';
 import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
 import type { RestContext, RestRouter, RestState } from './http.ts';
+import { actionWebhookFailureRoutes } from './routes/action_webhook_failures.ts';
 import { apiKeyRoutes } from './routes/api_keys.ts';
+import { billingDocumentRoutes, billingRoutes } from './routes/billing.ts';
 import { fileRoutes } from './routes/files.ts';
 import { folderRoutes } from './routes/folders.ts';
 import { transferRoutes } from './routes/transfers.ts';
@@ -40,6 +42,8 @@ function accountRoutes(router: RestRouter, core: Core): void {
   apiKeyRoutes(router, core);
   publicKeyRoutes(router, core);
   historyRoutes(router, core);
+  actionWebhookFailureRoutes(router, core);
+  billingRoutes(router, core);
 }
 
 /** toGatewayError turns the errors Koa and its middleware raise into SPEC types; null for bugs. */
@@ -116,7 +120,7 @@ export function buildApp(core: Core): Koa<RestState> {
     }
     const versioned = ctx.path === API_PREFIX || ctx.path.startsWith(`${API_PREFIX}/`);
     // Signed transfer URLs answer bytes, and their errors in JSON.
-    const transfer = /^\/(download|upload)\//.test(ctx.path);
+    const transfer = /^\/(download|upload|billing)\//.test(ctx.path);
     ctx.state.legacy = !versioned && !transfer;
     ctx.state.format = 'json';
     const rest = versioned ? ctx.path.slice(API_PREFIX.length) : ctx.path;
@@ -180,6 +184,7 @@ export function buildApp(core: Core): Koa<RestState> {
   };
   const transfers = new Router<RestState>();
   transferRoutes(transfers, core);
+  billingDocumentRoutes(transfers, core);
   app.use(transfers.routes()).use(transfers.allowedMethods());
   mount(API_PREFIX, true);
   mount('', false);

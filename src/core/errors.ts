@@ -131,6 +131,10 @@ const catalogue = {
     'notification-not-found',
     'public-key-not-found',
     'resource-not-found',
+    'action-notification-export-not-found',
+    'action-webhook-failure-not-found',
+    'invoice-not-found',
+    'payment-not-found',
   ],
   'processing-failure': [
     'already-completed',

@@ -19,6 +19,8 @@ import { History } from './actions/history.ts';
 import { Permissions } from './access/permissions.ts';
 import type { CoreContext } from './context.ts';
 import { GatewayError } from './errors.ts';
+import { Billing } from './billing/billing.ts';
+import { Events } from './events/events.ts';
 import { Notifications } from './events/notifications.ts';
 import { createBlobStore } from './files/blobstores/index.ts';
 import { Files } from './files/files.ts';
@@ -54,6 +56,9 @@ export type { Notification } from './events/notifications.ts';
 export type { LoginRequest, KeyLoginRequest } from './accounts/login.ts';
 export type { PublicKey } from './accounts/public-keys.ts';
 export type { Action, HistoryQuery } from './actions/history.ts';
+export type { ActionNotificationExportResult } from './events/webhooks.ts';
+export { SIGNATURE_HEADER } from './events/webhooks.ts';
+export type { AccountLineItem, ImportResult } from './billing/billing.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {
@@ -72,6 +77,10 @@ export interface Core {
   /** history answers SPEC's history endpoints (the last 24 hours of Actions) */
   readonly history: History;
   readonly files: Files;
+  /** events are webhooks (and their delivery log), exports, e-mail notifications, pruning */
+  readonly events: Events;
+  /** billing holds invoices and payments (SPEC AccountLineItem) */
+  readonly billing: Billing;
   /** dav holds WebDAV's locks and dead properties, in the database so every instance shares them */
   readonly dav: { readonly locks: Locks; readonly properties: Properties };
   /** namespace.mkdir creates a folder with its parents (fixtures and the CLI) */
@@ -147,6 +156,8 @@ export async function createCore(
   // The staging sweep finishes before any front end starts, so the first listener sees a clean dir.
   if (opts.background !== false) await files.startBackground();
   const apiKeys = new ApiKeys(ctx);
+  const events = new Events(ctx);
+  if (opts.background !== false) events.start();
   return {
     config,
     log,
@@ -161,6 +172,8 @@ export async function createCore(
     gate,
     history: new History(ctx),
     files,
+    events,
+    billing: new Billing(ctx),
     dav: { locks: new Locks(ctx), properties: new Properties(ctx) },
     namespace: {
       async mkdir(p, path) {
@@ -174,6 +187,7 @@ export async function createCore(
       return gate.authenticateKey(found.row, found.owner, iface, ip);
     },
     async close() {
+      await events.stop();
       await files.stop();
       await db.close();
     },

@@ -447,6 +447,177 @@ export const DavPropertyEntity = new EntitySchema<DavPropertyRow>({
   },
 });
 
+/** WebhookDeliveryRow is one Action queued for one webhook target, until delivered or given up. */
+export interface WebhookDeliveryRow {
+  id: number;
+  action_id: number;
+  created_at: Date;
+  url: string;
+  method: string;
+  /** JSON object of the headers sent, signature included (the secret itself is never stored) */
+  request_headers: string;
+  body: string;
+  path: string;
+  folder: string;
+  status: 'pending' | 'succeeded' | 'failed';
+  attempts: number;
+  next_attempt_at: Date;
+  /** while an instance delivers it: until when its claim holds, and the claim's token */
+  locked_until: Date | null;
+  lease: string | null;
+}
+
+export const WebhookDeliveryEntity = new EntitySchema<WebhookDeliveryRow>({
+  name: 'WebhookDelivery',
+  tableName: 'webhook_deliveries',
+  columns: {
+    id: { type: 'bigint', primary: true, generated: 'increment', transformer: bigintNumber },
+    action_id: { type: 'bigint', transformer: bigintNumber },
+    created_at: time(),
+    url: { type: 'varchar', length: 2000, default: '' },
+    method: { type: 'varchar', length: 10, default: '' },
+    request_headers: { type: 'text', default: '' },
+    body: { type: 'text', default: '' },
+    path: { type: 'varchar', length: 5000, default: '' },
+    folder: { type: 'varchar', length: 5000, default: '' },
+    status: { type: 'varchar', length: 20, default: '' },
+    attempts: { type: 'integer', default: 0 },
+    next_attempt_at: time(),
+    locked_until: time(true),
+    lease: { type: 'varchar', length: 40, nullable: true },
+  },
+});
+
+/** WebhookAttemptRow is one delivery attempt: SPEC's ActionNotificationExportResult. */
+export interface WebhookAttemptRow {
+  id: number;
+  delivery_id: number;
+  created_at: Date;
+  status: number;
+  message: string;
+  success: boolean;
+  request_headers: string;
+  request_method: string;
+  request_url: string;
+  path: string;
+  folder: string;
+}
+
+export const WebhookAttemptEntity = new EntitySchema<WebhookAttemptRow>({
+  name: 'WebhookAttempt',
+  tableName: 'webhook_attempts',
+  columns: {
+    id: { type: 'bigint', primary: true, generated: 'increment', transformer: bigintNumber },
+    delivery_id: { type: 'bigint', transformer: bigintNumber },
+    created_at: time(),
+    status: { type: 'integer', default: 0 },
+    message: { type: 'text', default: '' },
+    success: { type: 'boolean', default: false },
+    request_headers: { type: 'text', default: '' },
+    request_method: { type: 'varchar', length: 10, default: '' },
+    request_url: { type: 'varchar', length: 2000, default: '' },
+    path: { type: 'varchar', length: 5000, default: '' },
+    folder: { type: 'varchar', length: 5000, default: '' },
+  },
+});
+
+/** ExportRow is an ActionNotificationExport: its query (JSON), state and, when ready, its CSV. */
+export interface ExportRow {
+  id: number;
+  user_id: number | null;
+  created_at: Date;
+  status: 'building' | 'ready' | 'failed';
+  query: string;
+  /** the newest attempt id when the build ran: the results endpoint shows the same rows */
+  snapshot_id: number;
+  result_count: number;
+  message: string;
+  csv: string | null;
+}
+
+export const ExportEntity = new EntitySchema<ExportRow>({
+  name: 'ActionNotificationExport',
+  tableName: 'action_notification_exports',
+  columns: {
+    id: { type: 'bigint', primary: true, generated: 'increment', transformer: bigintNumber },
+    user_id: { type: 'integer', nullable: true },
+    created_at: time(),
+    status: { type: 'varchar', length: 20, default: '' },
+    query: { type: 'text', default: '' },
+    snapshot_id: { type: 'bigint', default: 0, transformer: bigintNumber },
+    result_count: { type: 'integer', default: 0 },
+    message: { type: 'text', default: '' },
+    csv: { type: 'text', nullable: true },
+  },
+});
+
+/** MailChangeRow is one file change waiting to be mailed to a subscribed user at due_at. */
+export interface MailChangeRow {
+  id: number;
+  user_id: number;
+  action_id: number;
+  action: string;
+  path: string;
+  when: Date;
+  due_at: Date;
+  locked_until: Date | null;
+  lease: string | null;
+}
+
+export const MailChangeEntity = new EntitySchema<MailChangeRow>({
+  name: 'MailChange',
+  tableName: 'mail_changes',
+  columns: {
+    id: { type: 'bigint', primary: true, generated: 'increment', transformer: bigintNumber },
+    user_id: { type: 'integer' },
+    action_id: { type: 'bigint', transformer: bigintNumber },
+    action: { type: 'varchar', length: 30, default: '' },
+    path: { type: 'varchar', length: 5000, default: '' },
+    when: time(),
+    due_at: time(),
+    locked_until: time(true),
+    lease: { type: 'varchar', length: 40, nullable: true },
+  },
+});
+
+/** doubleNumber reads a double column as a number (pg may hand back a string). */
+const doubleNumber: ValueTransformer = bigintNumber;
+
+/** AccountLineItemRow is an invoice or payment (SPEC AccountLineItem); nested items are JSON. */
+export interface AccountLineItemRow {
+  id: number;
+  type: 'invoice' | 'payment';
+  amount: number;
+  balance: number;
+  created_at: Date;
+  currency: string;
+  method: string;
+  payment_reversed_at: Date | null;
+  payment_type: string;
+  site_name: string;
+  invoice_line_items: string;
+  payment_line_items: string;
+}
+
+export const AccountLineItemEntity = new EntitySchema<AccountLineItemRow>({
+  name: 'AccountLineItem',
+  tableName: 'account_line_items',
+  columns: {
+    id: { type: 'bigint', primary: true, transformer: bigintNumber },
+    type: { type: 'varchar', length: 10, default: '' },
+    amount: { type: 'double precision', default: 0, transformer: doubleNumber },
+    balance: { type: 'double precision', default: 0, transformer: doubleNumber },
+    created_at: time(),
+    currency: { type: 'varchar', length: 10, default: '' },
+    method: { type: 'varchar', length: 50, default: '' },
+    payment_reversed_at: time(true),
+    payment_type: { type: 'varchar', length: 50, default: '' },
+    site_name: { type: 'varchar', length: 250, default: '' },
+    invoice_line_items: { type: 'text', default: '' },
+    payment_line_items: { type: 'text', default: '' },
+  },
+});
+
 /** entities lists every schema the data source knows. */
 export const entities = [
   UserEntity,
@@ -464,4 +635,9 @@ export const entities = [
   PublicKeyEntity,
   DavLockEntity,
   DavPropertyEntity,
+  WebhookDeliveryEntity,
+  WebhookAttemptEntity,
+  ExportEntity,
+  MailChangeEntity,
+  AccountLineItemEntity,
 ];

@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { ActionEntity } from '../../db/entities.ts';
+import { runActionSinks } from '../events/hooks.ts';
 import type { Interface, Principal } from '../principal.ts';
 
 /** ActionName is SPEC's Action `action` values. */
@@ -55,11 +56,14 @@ export interface ActionFields {
   user?: { id: number | null; username: string };
   interface?: Interface;
   ip?: string;
+  /** bytes of the file, when known (not stored; webhook bodies carry it) */
+  size?: number;
 }
 
 /**
  * recordAction writes one Action row in the caller's unit of work, so the Action commits or rolls
- * back with the change it describes.
+ * back with the change it describes; the webhook deliveries and e-mail changes it causes are
+ * queued in the same unit of work (events/hooks.ts), so none is lost or sent for a rolled-back change.
  */
 export async function recordAction(
   em: EntityManager,
@@ -69,7 +73,7 @@ export async function recordAction(
   const user =
     fields.user ??
     (who?.user ? { id: who.user.id, username: who.user.username } : { id: null, username: '' });
-  await em.insert(ActionEntity, {
+  const row = {
     when: new Date(),
     action: fields.action,
     path: fields.path ?? '',
@@ -82,5 +86,13 @@ export async function recordAction(
     interface: fields.interface ?? who?.interface ?? '',
     failure_type: fields.failure_type ?? '',
     targets: JSON.stringify(fields.targets ?? []),
+  };
+  const result = await em.insert(ActionEntity, row);
+  const id = Number((result.identifiers[0] as { id?: unknown } | undefined)?.id ?? 0);
+  await runActionSinks(em, {
+    ...row,
+    id,
+    targets: fields.targets ?? [],
+    ...(fields.size === undefined ? {} : { size: fields.size }),
   });
 }

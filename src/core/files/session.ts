@@ -100,7 +100,7 @@ export class FileSession {
     em: Parameters<typeof recordAction>[0],
     action: ActionName,
     path: string,
-    extra: { source?: string; destination?: string } = {},
+    extra: { source?: string; destination?: string; size?: number } = {},
   ) {
     return recordAction(em, this.principal, { action, path, ...extra });
   }
@@ -421,7 +421,7 @@ export class FileSession {
             ...values,
           });
         }
-        await this.record(em, row ? 'update' : 'create', site);
+        await this.record(em, row ? 'update' : 'create', site, { size: values.size ?? undefined });
         return toEntry(
           {
             ...(row ?? { id: 0, path: site, parent: parentOf(site), name: '', type: 'file' }),

@@ -2,6 +2,7 @@ import { Initial1763769600000 } from './0001-initial.ts';
 import { Transfers1763856000000 } from './0002-transfers.ts';
 import { Webdav1763942400000 } from './0003-webdav.ts';
 import { PublicKeys1764028800000 } from './0004-public-keys.ts';
+import { Events1764115200000 } from './0005-events.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -9,4 +10,5 @@ export const migrations = [
   Transfers1763856000000,
   Webdav1763942400000,
   PublicKeys1764028800000,
+  Events1764115200000,
 ];

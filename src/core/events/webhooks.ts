@@ -1,0 +1,329 @@
+/**
+ * Outgoing webhooks (SPEC "Events", issue 7). Each Action that matches a configured webhook is
+ * queued as a delivery row in the Action's own unit of work; a background loop on every instance
+ * claims due deliveries with a lease (a conditional UPDATE, plus SKIP LOCKED on PostgreSQL), so
+ * two instances never send the same attempt at once, and a crashed instance's claims expire and
+ * are sent again (at least once). Every attempt is a row of the delivery log, SPEC's
+ * ActionNotificationExportResult.
+ */
+import { createHmac, randomUUID } from 'node:crypto';
+import type { EntityManager } from 'typeorm';
+import type { Config } from '../../config.ts';
+import {
+  WebhookAttemptEntity,
+  WebhookDeliveryEntity,
+  type WebhookAttemptRow,
+  type WebhookDeliveryRow,
+} from '../../db/entities.ts';
+import { requireSiteAdmin } from '../access/guards.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import { parentOf } from '../paths.ts';
+import type { Principal } from '../principal.ts';
+import type { RecordedAction } from './hooks.ts';
+
+/** WebhookSetting is one entry of the `webhooks` setting (SVC_WEBHOOKS). */
+export type WebhookSetting = Config['webhooks'][number];
+
+/** ActionNotificationExportResult is SPEC's delivery record: one attempt of one webhook delivery. */
+export interface ActionNotificationExportResult {
+  id: number;
+  /** epoch seconds (SPEC types it int64) */
+  created_at: number;
+  status: number;
+  message: string;
+  success: boolean;
+  request_headers: string;
+  request_method: string;
+  request_url: string;
+  path: string;
+  folder: string;
+}
+
+/** SIGNATURE_HEADER carries `sha256=<hex HMAC-SHA256 of the raw body with the webhook's secret>`. */
+export const SIGNATURE_HEADER = 'X-Svc-Signature';
+
+// Without an `actions` filter a webhook gets the file actions.
+const FILE_ACTIONS = ['create', 'read', 'update', 'destroy', 'move', 'copy'];
+// How much of a receiver's answer is read before the rest is dropped (a huge body costs nothing).
+const MAX_ANSWER_BYTES = 64 * 1024;
+// Deliveries one instance sends at once.
+const BATCH = 32;
+
+const trimSlashes = (p: string) => p.replace(/^\/+|\/+$/g, '');
+
+/** webhookMatches applies a webhook's filters: actions, exact path, folder and below. */
+export function webhookMatches(hook: WebhookSetting, a: RecordedAction): boolean {
+  if (!(hook.actions ?? FILE_ACTIONS).includes(a.action)) return false;
+  const paths = [a.path, a.source].filter((p) => p !== '');
+  if (hook.path !== undefined && trimSlashes(hook.path) !== '') {
+    const want = trimSlashes(hook.path);
+    if (!paths.includes(want)) return false;
+  }
+  if (hook.folder !== undefined) {
+    const folder = trimSlashes(hook.folder);
+    if (paths.length === 0) return false;
+    if (folder !== '' && !paths.some((p) => p === folder || p.startsWith(`${folder}/`))) return false;
+  }
+  return true;
+}
+
+/** actionBody is the JSON a webhook receives: SPEC's Action fields, plus size when known. */
+export function actionBody(a: RecordedAction): string {
+  return JSON.stringify({
+    id: a.id,
+    action: a.action,
+    interface: a.interface,
+    path: a.path,
+    destination: a.destination,
+    source: a.source,
+    display: a.display,
+    ip: a.ip,
+    targets: a.targets,
+    user_id: a.user_id,
+    username: a.username,
+    user: a.username,
+    failure_type: a.failure_type,
+    when: a.when.toISOString(),
+    ...(a.size === undefined ? {} : { size: a.size }),
+  });
+}
+
+/** sign is the value of X-Svc-Signature for a body. */
+export function sign(secret: string, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+/** resultView turns an attempt row into SPEC's ActionNotificationExportResult. */
+export function resultView(r: WebhookAttemptRow): ActionNotificationExportResult {
+  return {
+    id: r.id,
+    created_at: Math.floor(r.created_at.getTime() / 1000),
+    status: r.status,
+    message: r.message,
+    success: r.success,
+    request_headers: r.request_headers,
+    request_method: r.request_method,
+    request_url: r.request_url,
+    path: r.path,
+    folder: r.folder,
+  };
+}
+
+/** Webhooks queues, sends, logs and retries webhook deliveries. */
+export class Webhooks {
+  private readonly inflight = new Set<AbortController>();
+  private stopping = false;
+
+  constructor(private readonly ctx: CoreContext) {}
+
+  /** enqueue queues one delivery per matching webhook, inside the Action's unit of work. */
+  async enqueue(em: EntityManager, a: RecordedAction): Promise<number> {
+    const hooks = this.ctx.config.webhooks.filter((h) => webhookMatches(h, a));
+    if (hooks.length === 0) return 0;
+    const body = actionBody(a);
+    const now = new Date();
+    await em.insert(
+      WebhookDeliveryEntity,
+      hooks.map((h) => {
+        const headers: Record<string, string> = {
+          ...(h.headers ?? {}),
+          'Content-Type': 'application/json',
+          'User-Agent': 'svc-gateway-webhook',
+          'X-Svc-Action-Id': String(a.id),
+        };
+        if (h.secret) headers[SIGNATURE_HEADER] = sign(h.secret, body);
+        return {
+          action_id: a.id,
+          created_at: now,
+          url: h.url,
+          method: h.method ?? 'POST',
+          request_headers: JSON.stringify(headers),
+          body,
+          path: a.path,
+          folder: a.path === '' ? '' : parentOf(a.path),
+          status: 'pending' as const,
+          attempts: 0,
+          next_attempt_at: now,
+          locked_until: null,
+          lease: null,
+        };
+      }),
+    );
+    return hooks.length;
+  }
+
+  /** tick claims due deliveries and sends them; true when a full batch was claimed (more may wait). */
+  async tick(): Promise<boolean> {
+    if (this.stopping) return false;
+    const { token, rows } = await this.claim(BATCH);
+    await Promise.all(rows.map((d) => this.attempt(d, token)));
+    return rows.length === BATCH;
+  }
+
+  /** interrupt aborts the attempts in flight (the core is closing); they are sent again later. */
+  interrupt(): void {
+    this.stopping = true;
+    for (const c of this.inflight) c.abort(new Error('stopping'));
+  }
+
+  /**
+   * retry sends a failed delivery again (SPEC `POST /action_webhook_failures/{id}/retry`, site
+   * admins and site-wide keys): `id` is a delivery record. It queues one more attempt now.
+   */
+  async retry(p: Principal, id: number): Promise<void> {
+    requireSiteAdmin(p);
+    const max = this.ctx.config.events.webhook_max_attempts;
+    await this.ctx.db.work(async (em) => {
+      const attempt = await em.findOneBy(WebhookAttemptEntity, { id });
+      const delivery = attempt
+        ? await em.findOneBy(WebhookDeliveryEntity, { id: attempt.delivery_id })
+        : null;
+      if (!attempt || !delivery)
+        throw new GatewayError('not-found/action-webhook-failure-not-found', `No webhook delivery ${id}`);
+      if (attempt.success || delivery.status === 'succeeded') {
+        throw new GatewayError(
+          'processing-failure/already-completed',
+          attempt.success
+            ? `Webhook delivery ${id} succeeded; there is nothing to retry`
+            : `A later attempt of webhook delivery ${id} succeeded; there is nothing to retry`,
+        );
+      }
+      await em.update(
+        WebhookDeliveryEntity,
+        { id: delivery.id },
+        {
+          status: 'pending',
+          // One more attempt, however many the delivery already used.
+          attempts: Math.min(delivery.attempts, max - 1),
+          next_attempt_at: new Date(),
+        },
+      );
+    });
+  }
+
+  /** claim leases up to `n` due deliveries to this instance. */
+  private async claim(n: number): Promise<{ token: string; rows: WebhookDeliveryRow[] }> {
+    const token = randomUUID();
+    const now = Date.now();
+    // The lease outlives the longest attempt, so only a crashed instance's claims expire.
+    const until = now + this.ctx.config.events.webhook_timeout_seconds * 1000 + 60_000;
+    const rows = await this.ctx.db.work(async (em) => {
+      const qb = em
+        .createQueryBuilder(WebhookDeliveryEntity, 'd')
+        .select('d.id')
+        .where("d.status = 'pending'")
+        .andWhere('d.next_attempt_at <= :now', { now })
+        .andWhere('(d.locked_until IS NULL OR d.locked_until < :now)', { now })
+        .orderBy('d.id', 'ASC')
+        .limit(n);
+      if (this.ctx.db.kind === 'postgres') qb.setLock('pessimistic_write').setOnLocked('skip_locked');
+      const ids = (await qb.getMany()).map((r) => r.id);
+      if (ids.length === 0) return [];
+      // Conditional, so a row another instance claimed meanwhile is not taken over.
+      await em
+        .createQueryBuilder()
+        .update(WebhookDeliveryEntity)
+        .set({ lease: token, locked_until: new Date(until) })
+        .where('id IN (:...ids)', { ids })
+        .andWhere("status = 'pending'")
+        .andWhere('(locked_until IS NULL OR locked_until < :now)', { now })
+        .execute();
+      return em.find(WebhookDeliveryEntity, { where: { lease: token }, order: { id: 'ASC' } });
+    });
+    return { token, rows };
+  }
+
+  /** attempt sends one delivery once and records the attempt and the delivery's next state. */
+  private async attempt(d: WebhookDeliveryRow, token: string): Promise<void> {
+    const { webhook_timeout_seconds: timeoutS, webhook_max_attempts: max } = this.ctx.config.events;
+    const abort = new AbortController();
+    this.inflight.add(abort);
+    const timer = setTimeout(() => abort.abort(new Error('timeout')), timeoutS * 1000);
+    let status = 0;
+    let message: string;
+    try {
+      const res = await fetch(d.url, {
+        method: d.method,
+        headers: JSON.parse(d.request_headers) as Record<string, string>,
+        body: d.body,
+        // A redirect is an answer, not a success: following it could send the Action elsewhere.
+        redirect: 'manual',
+        signal: abort.signal,
+      });
+      status = res.status;
+      await drain(res);
+      message =
+        status === 200 || status === 204
+          ? `delivered (HTTP ${status})`
+          : status >= 300 && status < 400
+            ? `HTTP ${status} redirect, not followed${res.headers.get('location') ? ` (to ${res.headers.get('location')})` : ''}`
+            : `HTTP ${status}${res.statusText ? ` ${res.statusText}` : ''}`;
+    } catch (err) {
+      const reason = abort.signal.aborted ? (abort.signal.reason as Error | undefined)?.message : undefined;
+      if (reason === 'timeout') message = `timed out after ${timeoutS} s${status ? ` (HTTP ${status})` : ''}`;
+      else if (reason === 'stopping') message = 'interrupted: the gateway stopped; it will be sent again';
+      else message = describeNetworkError(err);
+    } finally {
+      clearTimeout(timer);
+      this.inflight.delete(abort);
+    }
+    const success = status === 200 || status === 204;
+    const interrupted = abort.signal.aborted && (abort.signal.reason as Error).message === 'stopping';
+    const now = new Date();
+    await this.ctx.db.work(async (em) => {
+      await em.insert(WebhookAttemptEntity, {
+        delivery_id: d.id,
+        created_at: now,
+        status,
+        message,
+        success,
+        request_headers: d.request_headers,
+        request_method: d.method,
+        request_url: d.url,
+        path: d.path,
+        folder: d.folder,
+      });
+      const attempts = interrupted ? d.attempts : d.attempts + 1;
+      const backoffMs =
+        this.ctx.config.events.webhook_backoff_seconds * 1000 * 2 ** Math.max(0, attempts - 1);
+      await em
+        .createQueryBuilder()
+        .update(WebhookDeliveryEntity)
+        .set({
+          status: success ? 'succeeded' : attempts >= max ? 'failed' : 'pending',
+          attempts,
+          next_attempt_at: interrupted ? now : new Date(now.getTime() + backoffMs),
+          lease: null,
+          locked_until: null,
+        })
+        .where('id = :id AND lease = :token', { id: d.id, token })
+        .execute();
+    });
+    if (!success && !interrupted)
+      this.ctx.log.info('webhook delivery failed', { delivery: d.id, url: d.url, status, message });
+  }
+}
+
+/** drain reads at most MAX_ANSWER_BYTES of an answer and drops the rest. */
+async function drain(res: Response): Promise<void> {
+  if (!res.body) return;
+  const reader = res.body.getReader();
+  let read = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    read += value.byteLength;
+    if (read > MAX_ANSWER_BYTES) {
+      await reader.cancel().catch(() => undefined);
+      return;
+    }
+  }
+}
+
+/** describeNetworkError explains a request that got no answer (fetch hides the cause one level down). */
+function describeNetworkError(err: unknown): string {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  if (cause?.code) return `no answer: ${cause.code}${cause.message ? ` (${cause.message})` : ''}`;
+  return `no answer: ${cause?.message ?? (err as Error).message ?? String(err)}`;
+}

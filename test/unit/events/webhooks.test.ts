@@ -1,0 +1,233 @@
+/**
+ * Webhooks (issue 7) against a real HTTP receiver on loopback: the Action body and its signature,
+ * filters, success, failure then backoff and retry, timeouts, the delivery log, and a restart that
+ * loses nothing.
+ */
+import { createHmac } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { expect } from 'chai';
+import { createCore, operatorPrincipal, type Core } from '../../../src/core/index.ts';
+import { WebhookAttemptEntity, WebhookDeliveryEntity } from '../../../src/db/entities.ts';
+import { createLogger } from '../../../src/log.ts';
+import { dbKind, openTestCore, testConfig, type TestCore } from '../../helpers/gateway.ts';
+import { startReceiver, type Receiver } from './receiver.ts';
+
+const SECRET = 'hook-secret';
+const fast = { poll_interval_ms: 25, webhook_backoff_seconds: 0.05, webhook_timeout_seconds: 1 };
+
+async function put(core: Core, path: string, text: string): Promise<void> {
+  await core.files.session(operatorPrincipal()).write(path, Readable.from([Buffer.from(text)]));
+}
+
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | null | undefined | false>,
+  ms = 8000,
+): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe(`webhooks (${dbKind})`, function () {
+  this.timeout(30_000);
+  let receiver: Receiver;
+  let t: TestCore | null = null;
+
+  beforeEach(async () => {
+    receiver = await startReceiver();
+  });
+  afterEach(async () => {
+    await t?.close();
+    t = null;
+    await receiver.close();
+  });
+
+  const open = (hooks: unknown[], events: Record<string, unknown> = {}) =>
+    openTestCore({ webhooks: hooks, events: { ...fast, ...events } });
+
+  it('delivers the Action as signed JSON, and logs the attempt as a success', async () => {
+    t = await open([{ url: `${receiver.url}/hook`, secret: SECRET, headers: { 'X-Extra': 'yes' } }]);
+    await t.core.namespace.mkdir(operatorPrincipal(), 'docs');
+    await put(t.core, 'docs/a.txt', 'hello');
+    await receiver.waitFor(2);
+    // The first is the folder's create action.
+    const got = receiver.received.find((r) => r.body.includes('"docs/a.txt"'));
+    expect(got!.method).to.equal('POST');
+    expect(got!.url).to.equal('/hook');
+    expect(got!.headers['content-type']).to.equal('application/json');
+    expect(got!.headers['x-extra']).to.equal('yes');
+    const expected = `sha256=${createHmac('sha256', SECRET).update(got!.body).digest('hex')}`;
+    expect(got!.headers['x-svc-signature']).to.equal(expected);
+    const body = JSON.parse(got!.body) as Record<string, unknown>;
+    expect(body).to.include({ action: 'create', path: 'docs/a.txt', interface: 'restapi', size: 5 });
+    expect(body).to.have.property('when').that.is.a('string');
+    expect(body).to.have.property('id').that.is.a('number');
+    const attempt = await until('the attempt row', () =>
+      t!.core.db.read((em) => em.findOneBy(WebhookAttemptEntity, { path: 'docs/a.txt' })),
+    );
+    expect(attempt).to.include({
+      status: 200,
+      success: true,
+      request_method: 'POST',
+      request_url: `${receiver.url}/hook`,
+      path: 'docs/a.txt',
+      folder: 'docs',
+    });
+    expect(JSON.parse(attempt.request_headers)).to.include({ 'X-Svc-Signature': expected });
+    expect(receiver.received).to.have.length(2);
+  });
+
+  it('applies folder, path and action filters', async () => {
+    t = await open([
+      { url: `${receiver.url}/folder`, folder: 'in' },
+      { url: `${receiver.url}/path`, path: 'out/x.txt' },
+      { url: `${receiver.url}/mkdir`, actions: ['destroy'] },
+    ]);
+    await t.core.namespace.mkdir(operatorPrincipal(), 'in/deep');
+    await t.core.namespace.mkdir(operatorPrincipal(), 'out');
+    await put(t.core, 'in/deep/a.txt', 'a');
+    await put(t.core, 'out/x.txt', 'x');
+    await put(t.core, 'out/y.txt', 'y');
+    await put(t.core, 'inside.txt', 'no');
+    await receiver.waitFor(2);
+    await new Promise((r) => setTimeout(r, 300));
+    const seen = receiver.received.map((r) => `${r.url} ${(JSON.parse(r.body) as { path: string }).path}`);
+    expect(seen).to.include('/folder in/deep/a.txt');
+    expect(seen).to.include('/path out/x.txt');
+    expect(seen.filter((s) => s.startsWith('/path'))).to.have.length(1);
+    expect(seen.filter((s) => s.startsWith('/mkdir'))).to.have.length(0);
+    expect(seen.filter((s) => s.startsWith('/folder')).every((s) => / in(\/|$)/.test(s))).to.equal(true);
+  });
+
+  it('retries a failing target with backoff, then gives up; a retry sends it again', async () => {
+    t = await open([{ url: `${receiver.url}/h` }], { webhook_max_attempts: 3 });
+    receiver.answer = () => 500;
+    await put(t.core, 'f.txt', 'x');
+    await receiver.waitFor(3);
+    const delivery = await until('the delivery to fail', () =>
+      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
+    );
+    expect(delivery.attempts).to.equal(3);
+    const attempts = await t.core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+    expect(attempts.map((a) => [a.status, a.success])).to.deep.equal([
+      [500, false],
+      [500, false],
+      [500, false],
+    ]);
+    expect(attempts[0]!.message).to.match(/HTTP 500/);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(receiver.received).to.have.length(3);
+
+    receiver.answer = () => 204;
+    await t.core.events.webhooks.retry(operatorPrincipal(), attempts[2]!.id);
+    await receiver.waitFor(4);
+    await until('the retried delivery to succeed', () =>
+      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
+    );
+    const err = await t.core.events.webhooks
+      .retry(operatorPrincipal(), attempts[2]!.id)
+      .catch((e: unknown) => e);
+    expect(err).to.have.property('type', 'processing-failure/already-completed');
+    const missing = await t.core.events.webhooks.retry(operatorPrincipal(), 999999).catch((e: unknown) => e);
+    expect(missing).to.have.property('type', 'not-found/action-webhook-failure-not-found');
+  });
+
+  it('records a hanging target as a timeout and an unreachable one with status 0', async () => {
+    const dead = await startReceiver();
+    const deadUrl = dead.url;
+    await dead.close();
+    t = await open([{ url: `${receiver.url}/hang` }, { url: `${deadUrl}/gone` }], {
+      webhook_max_attempts: 1,
+      webhook_timeout_seconds: 0.3,
+    });
+    receiver.answer = () => 'hang';
+    await put(t.core, 'f.txt', 'x');
+    const attempts = await until('two attempts', async () => {
+      const rows = await t!.core.db.read((em) =>
+        em.find(WebhookAttemptEntity, { order: { request_url: 'ASC' } }),
+      );
+      return rows.length === 2 ? rows : null;
+    });
+    const byUrl = Object.fromEntries(attempts.map((a) => [new URL(a.request_url).pathname, a]));
+    expect(byUrl['/hang']).to.include({ status: 0, success: false });
+    expect(byUrl['/hang']!.message).to.match(/timed out/);
+    expect(byUrl['/gone']).to.include({ status: 0, success: false });
+    expect(byUrl['/gone']!.message).to.match(/ECONNREFUSED/);
+  });
+
+  it('treats a redirect as a failure and does not follow it', async () => {
+    t = await open([{ url: `${receiver.url}/r` }], { webhook_max_attempts: 1 });
+    receiver.answer = () => 302;
+    await put(t.core, 'f.txt', 'x');
+    const a = await until('the attempt', () =>
+      t!.core.db.read((em) => em.findOneBy(WebhookAttemptEntity, {})),
+    );
+    expect(a).to.include({ status: 302, success: false });
+    expect(receiver.received).to.have.length(1);
+  });
+
+  it('a rolled-back Action queues nothing', async () => {
+    t = await open([{ url: `${receiver.url}/h` }]);
+    // Writing into a missing folder fails inside the unit of work.
+    await put(t.core, 'missing/f.txt', 'x').catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await t.core.db.read((em) => em.count(WebhookDeliveryEntity))).to.equal(0);
+  });
+
+  it('a restart loses nothing: a pending delivery is sent by the next core on the same database', async () => {
+    const { config, cleanup } = await testConfig({
+      webhooks: [{ url: `${receiver.url}/h`, secret: SECRET }],
+      events: fast,
+    });
+    const log = createLogger('error', { silent: true });
+    try {
+      const first = await createCore(config, log, { background: false });
+      await put(first, 'f.txt', 'x');
+      expect(await first.db.read((em) => em.countBy(WebhookDeliveryEntity, { status: 'pending' }))).to.equal(
+        1,
+      );
+      await first.close();
+      expect(receiver.received).to.have.length(0);
+      const second = await createCore(config, log);
+      try {
+        const [got] = await receiver.waitFor(1);
+        expect(JSON.parse(got!.body)).to.include({ action: 'create', path: 'f.txt' });
+        await until('success', () =>
+          second.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
+        );
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('two cores on one database never send the same attempt twice', async () => {
+    const { config, cleanup } = await testConfig({ webhooks: [{ url: `${receiver.url}/h` }], events: fast });
+    const log = createLogger('error', { silent: true });
+    try {
+      const a = await createCore(config, log, { background: false });
+      for (let i = 0; i < 40; i++) await put(a, `f${i}.txt`, 'x');
+      await a.close();
+      const [c1, c2] = [await createCore(config, log), await createCore(config, log, { migrate: false })];
+      try {
+        await receiver.waitFor(40);
+        await new Promise((r) => setTimeout(r, 300));
+        const ids = receiver.received.map((r) => (JSON.parse(r.body) as { id: number }).id);
+        expect(new Set(ids).size).to.equal(40);
+        expect(ids).to.have.length(40);
+      } finally {
+        await c1.close();
+        await c2.close();
+      }
+    } finally {
+      await cleanup();
+    }
+  });
+});
