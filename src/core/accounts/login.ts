@@ -237,7 +237,12 @@ export class LoginGate {
     userId: number,
     lockout: CoreContext['config']['lockout'],
   ): Promise<void> {
-    const fresh = await em.findOneBy(UserEntity, { id: userId });
+    // On PostgreSQL the row is locked, so simultaneous failures (from several instances) each
+    // count; SQLite's queue already runs one unit of work at a time.
+    const fresh = await em.findOne(UserEntity, {
+      where: { id: userId },
+      ...(this.ctx.db.kind === 'postgres' ? { lock: { mode: 'pessimistic_write' as const } } : {}),
+    });
     if (!fresh) return;
     const now = Date.now();
     const windowOpen =
