@@ -106,6 +106,11 @@ export class Locks {
     const site = session.site(path);
     const seconds = Math.max(1, Math.min(req.timeoutSeconds, MAX_LOCK_SECONDS));
     return this.ctx.db.work(async (em) => {
+      // On PostgreSQL, instances take LOCKs one at a time (a transaction-scoped advisory lock), so
+      // two conflicting LOCKs cannot both pass the check below. LOCK is rare; one key suffices.
+      // SQLite's queue already runs one unit of work at a time.
+      if (this.ctx.db.kind === 'postgres')
+        await em.query(`SELECT pg_advisory_xact_lock(hashtext('svc-dav-locks'))`);
       await requireCapability(em, session.principal, 'write', site);
       await em.delete(DavLockEntity, { expires_at: LessThan(new Date()) });
       const existing = await this.live(em, site, req.depth === 'infinity');
