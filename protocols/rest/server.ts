@@ -13,6 +13,10 @@ import { authenticate } from './auth.ts';
 import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
 import type { RestContext, RestRouter, RestState } from './http.ts';
+import {
+  actionNotificationExportRoutes,
+  exportDownloadRoutes,
+} from './routes/action_notification_exports.ts';
 import { actionWebhookFailureRoutes } from './routes/action_webhook_failures.ts';
 import { apiKeyRoutes } from './routes/api_keys.ts';
 import { billingDocumentRoutes, billingRoutes } from './routes/billing.ts';
@@ -43,6 +47,7 @@ function accountRoutes(router: RestRouter, core: Core): void {
   publicKeyRoutes(router, core);
   historyRoutes(router, core);
   actionWebhookFailureRoutes(router, core);
+  actionNotificationExportRoutes(router, core);
   billingRoutes(router, core);
 }
 
@@ -120,7 +125,7 @@ export function buildApp(core: Core): Koa<RestState> {
     }
     const versioned = ctx.path === API_PREFIX || ctx.path.startsWith(`${API_PREFIX}/`);
     // Signed transfer URLs answer bytes, and their errors in JSON.
-    const transfer = /^\/(download|upload|billing)\//.test(ctx.path);
+    const transfer = /^\/(download|upload|billing|exports)\//.test(ctx.path);
     ctx.state.legacy = !versioned && !transfer;
     ctx.state.format = 'json';
     const rest = versioned ? ctx.path.slice(API_PREFIX.length) : ctx.path;
@@ -185,6 +190,7 @@ export function buildApp(core: Core): Koa<RestState> {
   const transfers = new Router<RestState>();
   transferRoutes(transfers, core);
   billingDocumentRoutes(transfers, core);
+  exportDownloadRoutes(transfers, core);
   app.use(transfers.routes()).use(transfers.allowedMethods());
   mount(API_PREFIX, true);
   mount('', false);

@@ -322,7 +322,7 @@ const ISO_TIME =
  * parseTime reads start_at or end_at: blank is none, anything but an ISO 8601 date-time is
  * `bad-request/datetime-parse`. A date-time without an offset is UTC, a date alone its midnight UTC.
  */
-function parseTime(raw: unknown, name: string): Date | null {
+export function parseTime(raw: unknown, name: string): Date | null {
   if (raw === undefined || raw === null) return null;
   const bad = () =>
     new GatewayError(

@@ -4,6 +4,9 @@
  * instance. Every loop works from the database only, so any number of instances can run them.
  */
 import type { CoreContext } from '../context.ts';
+import { Exports } from './exports.ts';
+import { Mailer } from './mail.ts';
+import { Retention } from './retention.ts';
 import { addActionSink } from './hooks.ts';
 import { Loop } from './loop.ts';
 import { Webhooks } from './webhooks.ts';
@@ -11,17 +14,24 @@ import { Webhooks } from './webhooks.ts';
 /** Events owns webhooks, exports, e-mail notifications and pruning, and their loops. */
 export class Events {
   readonly webhooks: Webhooks;
+  readonly exports: Exports;
+  readonly mail: Mailer;
+  readonly retention: Retention;
   private readonly loops: Loop[] = [];
   private readonly detach: () => void;
 
   constructor(private readonly ctx: CoreContext) {
     this.webhooks = new Webhooks(ctx);
+    this.exports = new Exports(ctx);
+    this.mail = new Mailer(ctx);
+    this.retention = new Retention(ctx);
     this.detach = addActionSink(ctx.db.source, async (em, action) => {
       if ((await this.webhooks.enqueue(em, action)) > 0) {
         // Woken after the caller's commit (a microtask later is too early on PostgreSQL; the
         // claim's conditions make an early tick harmless anyway).
         setImmediate(() => this.loops[0]?.wake());
       }
+      await this.mail.enqueue(em, action);
     });
   }
 
@@ -29,6 +39,10 @@ export class Events {
   start(): void {
     const every = this.ctx.config.events.poll_interval_ms;
     this.loops.push(new Loop('webhooks', every, () => this.webhooks.tick(), this.ctx.log));
+    this.loops.push(new Loop('exports', every, () => this.exports.tick(), this.ctx.log));
+    this.loops.push(new Loop('mail', every, () => this.mail.tick(), this.ctx.log));
+    // Pruning needs no hurry: once a minute (or at once again while a backlog lasts).
+    this.loops.push(new Loop('retention', 60_000, () => this.retention.tick(), this.ctx.log));
     for (const loop of this.loops) loop.start();
   }
 

@@ -1,0 +1,319 @@
+/**
+ * Webhook-log exports (SPEC "ActionNotificationExport", issue 7 item 3). POST stores the query
+ * with status `building`; the events loop builds it: it pins the newest delivery record id (so the
+ * results endpoint pages over exactly the rows the CSV holds), writes the CSV and marks it `ready`
+ * (or `failed` with a message). Access: site admins, or Folder Admins (`admin` permission) of
+ * every queried folder and path; non-site-admins must query by folder or path.
+ */
+import { stringify } from 'csv-stringify/sync';
+import { type EntityManager, type SelectQueryBuilder } from 'typeorm';
+import { z } from 'zod';
+import {
+  ExportEntity,
+  WebhookAttemptEntity,
+  type ExportRow,
+  type WebhookAttemptRow,
+} from '../../db/entities.ts';
+import { parseTime } from '../actions/history.ts';
+import { requireFullKey } from '../access/guards.ts';
+import { requireCapability } from '../access/rights.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError, modelSaveError } from '../errors.ts';
+import { DOWNLOAD_TTL_S, Signer } from '../files/signed.ts';
+import type { Page, PageRequest } from '../pagination.ts';
+import { isSiteAdmin, type Principal } from '../principal.ts';
+import { parseFields } from '../validation.ts';
+import { resultView, type ActionNotificationExportResult } from './webhooks.ts';
+
+/** ActionNotificationExport is SPEC's export resource. */
+export interface ActionNotificationExport {
+  id: number;
+  export_version: string;
+  start_at: Date | null;
+  end_at: Date | null;
+  status: 'building' | 'ready' | 'failed';
+  query_path: string;
+  query_folder: string;
+  query_message: string;
+  query_request_method: string;
+  query_request_url: string;
+  query_status: string;
+  query_success: boolean | null;
+  results_url: string;
+  user_id: number;
+}
+
+/** ExportQuery is the stored query: each list holds the comma-separated values of one field. */
+interface ExportQuery {
+  start_at: string | null;
+  end_at: string | null;
+  path: string[];
+  folder: string[];
+  message: string[];
+  request_method: string[];
+  request_url: string[];
+  status: number[];
+  success: boolean | null;
+}
+
+/** EXPORT_VERSION is the version of the delivery record format the results carry. */
+export const EXPORT_VERSION = '1';
+
+/** CSV_COLUMNS are the CSV's columns, SPEC's ActionNotificationExportResult fields. */
+export const CSV_COLUMNS = [
+  'id',
+  'created_at',
+  'status',
+  'message',
+  'success',
+  'request_headers',
+  'request_method',
+  'request_url',
+  'path',
+  'folder',
+] as const;
+
+const list = z
+  .union([z.string(), z.number(), z.null()])
+  .optional()
+  .transform((v) =>
+    v === null || v === undefined
+      ? []
+      : String(v)
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== ''),
+  );
+const trimSlashes = (s: string) => s.replace(/^\/+|\/+$/g, '');
+const createSchema = z.object({
+  user_id: z.union([z.number().int().min(0), z.string().regex(/^\d*$/).transform(Number)]).optional(),
+  start_at: z.unknown().optional(),
+  end_at: z.unknown().optional(),
+  query_message: list,
+  query_request_method: list.transform((v) => v.map((m) => m.toUpperCase())),
+  query_request_url: list,
+  query_status: list.pipe(
+    z.array(
+      z
+        .string()
+        .regex(/^\d{1,3}$/, 'must be HTTP status codes separated by commas')
+        .transform(Number),
+    ),
+  ),
+  query_success: z
+    .union([z.boolean(), z.enum(['true', 'false', '1', '0', '']), z.null()])
+    .optional()
+    .transform((v) =>
+      v === undefined || v === null || v === '' ? null : v === true || v === 'true' || v === '1',
+    ),
+  query_path: list.transform((v) => v.map(trimSlashes)),
+  query_folder: list.transform((v) => v.map(trimSlashes)),
+});
+
+/** Exports creates, builds and serves webhook-log exports. */
+export class Exports {
+  private readonly signer: Signer;
+
+  constructor(private readonly ctx: CoreContext) {
+    this.signer = new Signer(ctx.secret, 'action-notification-export');
+  }
+
+  /** create checks access and stores the export as `building`; the events loop builds it. */
+  async create(p: Principal, input: unknown): Promise<ActionNotificationExport> {
+    requireFullKey(p);
+    const d = parseFields(createSchema, input);
+    const start = parseTime(d.start_at, 'start_at');
+    const end = parseTime(d.end_at, 'end_at');
+    if (start && end && start > end) throw modelSaveError({ end_at: ['must not be before start_at'] });
+    const data = { ...d, start, end };
+    const admin = isSiteAdmin(p);
+    let userId = data.user_id ?? 0;
+    if (userId === 0) userId = p.user?.id ?? 0;
+    if (!admin && userId !== p.user?.id)
+      throw new GatewayError(
+        'not-authorized/cant-act-for-other-user',
+        'Only site admins export for other users',
+      );
+    if (!admin && data.query_folder.length === 0 && data.query_path.length === 0) {
+      throw new GatewayError(
+        'not-authorized/non-admins-must-query-by-folder-or-path',
+        'Give query_folder or query_path: only site admins may export the whole log',
+      );
+    }
+    const query: ExportQuery = {
+      start_at: data.start?.toISOString() ?? null,
+      end_at: data.end?.toISOString() ?? null,
+      path: data.query_path,
+      folder: data.query_folder,
+      message: data.query_message,
+      request_method: data.query_request_method,
+      request_url: data.query_request_url,
+      status: data.query_status,
+      success: data.query_success,
+    };
+    const row = await this.ctx.db.work(async (em) => {
+      if (!admin)
+        for (const path of [...query.folder, ...query.path]) await requireCapability(em, p, 'admin', path);
+      return em.save(
+        ExportEntity,
+        em.create(ExportEntity, {
+          user_id: userId === 0 ? null : userId,
+          created_at: new Date(),
+          status: 'building',
+          query: JSON.stringify(query),
+          snapshot_id: 0,
+          result_count: 0,
+          message: '',
+          csv: null,
+        }),
+      );
+    });
+    return this.view(row);
+  }
+
+  /** get shows an export to site admins and to the user who made it. */
+  async get(p: Principal, id: number): Promise<ActionNotificationExport> {
+    return this.view(await this.find(p, id));
+  }
+
+  /** results pages through a ready export's delivery records (a next cursor only, never prev). */
+  async results(
+    p: Principal,
+    exportId: unknown,
+    req: PageRequest,
+  ): Promise<Page<ActionNotificationExportResult>> {
+    const id = typeof exportId === 'string' && /^\d+$/.test(exportId) ? Number(exportId) : NaN;
+    if (!Number.isSafeInteger(id))
+      throw new GatewayError(
+        'bad-request/request-params-required',
+        'action_notification_export_id is required (an integer)',
+      );
+    const row = await this.find(p, id);
+    if (row.status !== 'ready') {
+      throw new GatewayError(
+        'processing-failure/export-not-ready',
+        row.status === 'failed' ? `Export ${id} failed: ${row.message}` : `Export ${id} is still building`,
+      );
+    }
+    const w = this.ctx.paginator.window(`action-notification-export-results:${id}`, req);
+    const rows = await this.ctx.db.read((em) =>
+      this.select(em, JSON.parse(row.query) as ExportQuery, row.snapshot_id)
+        .orderBy('w.id', 'ASC')
+        .skip(w.offset)
+        .take(w.perPage + 1)
+        .getMany(),
+    );
+    const page = this.ctx.paginator.page(w, rows.map(resultView));
+    return { ...page, prev: null };
+  }
+
+  /** csv answers a signed results_url: the export's CSV. */
+  async csv(token: string): Promise<{ name: string; csv: string }> {
+    const { id } = this.signer.verify<{ id: number }>(token);
+    const row = await this.ctx.db.read((em) => em.findOneBy(ExportEntity, { id }));
+    if (!row || row.status !== 'ready' || row.csv === null)
+      throw new GatewayError('not-found/action-notification-export-not-found', `Export ${id} not found`);
+    return { name: `action_notification_export_${id}.csv`, csv: row.csv };
+  }
+
+  /** tick builds the oldest `building` export; true when one was built (more may wait). */
+  async tick(): Promise<boolean> {
+    const row = await this.ctx.db.read((em) =>
+      em.findOne(ExportEntity, { where: { status: 'building' }, order: { id: 'ASC' } }),
+    );
+    if (!row) return false;
+    try {
+      const query = JSON.parse(row.query) as ExportQuery;
+      await this.ctx.db.work(async (em) => {
+        const newest = await em
+          .createQueryBuilder(WebhookAttemptEntity, 'w')
+          .select('MAX(w.id)', 'max')
+          .getRawOne<{ max: number | string | null }>();
+        const snapshot = Number(newest?.max ?? 0);
+        const rows = await this.select(em, query, snapshot).orderBy('w.id', 'ASC').getMany();
+        const csv = stringify(
+          rows.map((r) => {
+            const v = resultView(r);
+            return CSV_COLUMNS.map((c) => v[c]);
+          }),
+          { header: true, columns: [...CSV_COLUMNS], cast: { boolean: (b) => String(b) } },
+        );
+        // Conditional: another instance that built it meanwhile keeps its result.
+        await em
+          .createQueryBuilder()
+          .update(ExportEntity)
+          .set({ status: 'ready', snapshot_id: snapshot, result_count: rows.length, csv })
+          .where("id = :id AND status = 'building'", { id: row.id })
+          .execute();
+      });
+    } catch (err) {
+      const message = (err as Error).message ?? String(err);
+      this.ctx.log.warn('action notification export failed', { export: row.id, error: message });
+      await this.ctx.db.work((em) =>
+        em.update(ExportEntity, { id: row.id, status: 'building' }, { status: 'failed', message }),
+      );
+    }
+    return true;
+  }
+
+  private async find(p: Principal, id: number): Promise<ExportRow> {
+    requireFullKey(p);
+    const row = await this.ctx.db.read((em) => em.findOneBy(ExportEntity, { id }));
+    if (!row || (!isSiteAdmin(p) && (row.user_id === null || row.user_id !== p.user?.id)))
+      throw new GatewayError('not-found/action-notification-export-not-found', `Export ${id} not found`);
+    return row;
+  }
+
+  /** select is the delivery records an export's query matches, up to the pinned id. */
+  private select(em: EntityManager, q: ExportQuery, snapshot: number): SelectQueryBuilder<WebhookAttemptRow> {
+    const qb = em.createQueryBuilder(WebhookAttemptEntity, 'w').where('w.id <= :snapshot', { snapshot });
+    if (q.start_at) qb.andWhere('w.created_at >= :start', { start: Date.parse(q.start_at) });
+    if (q.end_at) qb.andWhere('w.created_at <= :end', { end: Date.parse(q.end_at) });
+    if (q.message.length) qb.andWhere('w.message IN (:...message)', { message: q.message });
+    if (q.request_method.length)
+      qb.andWhere('w.request_method IN (:...method)', { method: q.request_method });
+    if (q.request_url.length) qb.andWhere('w.request_url IN (:...url)', { url: q.request_url });
+    if (q.status.length) qb.andWhere('w.status IN (:...status)', { status: q.status });
+    if (q.success !== null) qb.andWhere('w.success = :success', { success: q.success });
+    // Paths exactly, or anything in the folders at any depth (root: everything).
+    const where: string[] = [];
+    const params: Record<string, unknown> = {};
+    q.path.forEach((p, i) => {
+      where.push(`w.path = :qp${i}`);
+      params[`qp${i}`] = p;
+    });
+    q.folder.forEach((f, i) => {
+      if (f === '') where.push('1 = 1');
+      else {
+        where.push(`SUBSTR(w.path, 1, :qfl${i}) = :qf${i}`);
+        params[`qf${i}`] = `${f}/`;
+        params[`qfl${i}`] = f.length + 1;
+      }
+    });
+    if (where.length) qb.andWhere(`(${where.join(' OR ')})`, params);
+    return qb;
+  }
+
+  private view(r: ExportRow): ActionNotificationExport {
+    const q = JSON.parse(r.query) as ExportQuery;
+    return {
+      id: r.id,
+      export_version: EXPORT_VERSION,
+      start_at: q.start_at ? new Date(q.start_at) : null,
+      end_at: q.end_at ? new Date(q.end_at) : null,
+      status: r.status,
+      query_path: q.path.join(','),
+      query_folder: q.folder.join(','),
+      query_message: q.message.join(','),
+      query_request_method: q.request_method.join(','),
+      query_request_url: q.request_url.join(','),
+      query_status: q.status.join(','),
+      query_success: q.success,
+      results_url:
+        r.status === 'ready'
+          ? `${this.ctx.config.public_url}/exports/${this.signer.sign({ id: r.id }, DOWNLOAD_TTL_S)}`
+          : '',
+      user_id: r.user_id ?? 0,
+    };
+  }
+}

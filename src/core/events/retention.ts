@@ -1,0 +1,57 @@
+/**
+ * Retention (issue 7 item 6): Actions and webhook delivery records (attempts, and finished
+ * deliveries) older than `retention_days` are deleted by a background job, a bounded batch per
+ * table at a time so no transaction grows with the backlog. Pending deliveries are kept.
+ */
+import { In, LessThan, type EntityTarget, type FindOptionsWhere, type ObjectLiteral } from 'typeorm';
+import { ActionEntity, WebhookAttemptEntity, WebhookDeliveryEntity } from '../../db/entities.ts';
+import type { CoreContext } from '../context.ts';
+
+// Rows deleted per table per tick.
+const BATCH = 1000;
+const DAY_MS = 86_400_000;
+
+/** Retention prunes old Actions and delivery records. */
+export class Retention {
+  constructor(private readonly ctx: CoreContext) {}
+
+  /** tick deletes one batch per table; true when a batch was full (more may wait). */
+  async tick(now = new Date()): Promise<boolean> {
+    const cutoff = new Date(now.getTime() - this.ctx.config.events.retention_days * DAY_MS);
+    const counts = [
+      await this.prune(ActionEntity, { when: LessThan(cutoff) }),
+      await this.prune(WebhookAttemptEntity, { created_at: LessThan(cutoff) }),
+      await this.prune(WebhookDeliveryEntity, {
+        created_at: LessThan(cutoff),
+        status: In(['succeeded', 'failed']),
+      }),
+    ];
+    const total = counts.reduce((a, b) => a + b, 0);
+    if (total > 0)
+      this.ctx.log.info('pruned old records', {
+        actions: counts[0],
+        webhook_attempts: counts[1],
+        webhook_deliveries: counts[2],
+        older_than: cutoff.toISOString(),
+      });
+    return counts.some((n) => n === BATCH);
+  }
+
+  private prune<T extends ObjectLiteral & { id: number }>(
+    entity: EntityTarget<T>,
+    where: FindOptionsWhere<T>,
+  ): Promise<number> {
+    return this.ctx.db.work(async (em) => {
+      const ids = (
+        await em.find(entity, {
+          where,
+          select: { id: true } as never,
+          order: { id: 'ASC' } as never,
+          take: BATCH,
+        })
+      ).map((r) => r.id);
+      if (ids.length) await em.delete(entity, { id: In(ids) } as never);
+      return ids.length;
+    });
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * Issue 7 item 3 over real HTTPS: webhook-log exports. Create (site admin, Folder Admin, refused
+ * without folder or path), the background build to `ready`, the signed CSV at results_url, and
+ * the results endpoint's cursor pages (X-Svc-Cursor-Next only).
+ */
+import { expect } from 'chai';
+import { parse } from 'csv-parse/sync';
+import { WebhookAttemptEntity } from '../../../src/db/entities.ts';
+import { dbKind, startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
+import { API, createKey, createUser, expectError, keyAuth, unique } from './client.ts';
+
+describe(`REST action notification exports (${dbKind})`, function () {
+  this.timeout(60_000);
+  let gw: TestGateway;
+  let adminKey: string;
+  let plainKey: string;
+  const site = () => keyAuth(gw.siteKey);
+
+  const ready = async (id: number, headers: Record<string, string>) => {
+    for (let i = 0; i < 200; i++) {
+      const r = await gw.request('GET', `${API}/action_notification_exports/${id}`, { headers });
+      expect(r.status, r.text).to.equal(200);
+      if (r.json.status !== 'building') return r.json as Record<string, unknown>;
+      await new Promise((res) => setTimeout(res, 25));
+    }
+    throw new Error(`export ${id} never left building`);
+  };
+
+  before(async () => {
+    gw = await startTestGateway({ events: { poll_interval_ms: 25 } });
+    const admin = await createUser(gw, { username: unique('fadmin') });
+    const plain = await createUser(gw, { username: unique('plain') });
+    adminKey = (await createKey(gw, admin.id)).key;
+    plainKey = (await createKey(gw, plain.id)).key;
+    const r = await gw.request('POST', `${API}/permissions`, {
+      headers: site(),
+      body: { path: 'team', permission: 'admin', user_id: admin.id },
+    });
+    expect(r.status, r.text).to.equal(201);
+    // 25 delivery records: 20 under team/ (odd ones failed with 500), 5 elsewhere.
+    await gw.core.db.work(async (em) => {
+      const rows = [];
+      for (let i = 0; i < 25; i++) {
+        const path = i < 20 ? `team/sub/f${i}.txt` : `other/f${i}.txt`;
+        rows.push({
+          delivery_id: 1,
+          created_at: new Date(Date.UTC(2025, 0, 1, 0, i)),
+          status: i % 2 ? 500 : 200,
+          message: i % 2 ? 'HTTP 500 "boom", really' : 'delivered (HTTP 200)',
+          success: i % 2 === 0,
+          request_headers: '{"Content-Type":"application/json"}',
+          request_method: 'POST',
+          request_url: i % 3 ? 'http://127.0.0.1:9/a' : 'http://127.0.0.1:9/b',
+          path,
+          folder: path.slice(0, path.lastIndexOf('/')),
+        });
+      }
+      await em.insert(WebhookAttemptEntity, rows);
+    });
+  });
+  after(() => gw.stop());
+
+  it('builds a site admin export in the background; results_url is a signed CSV', async () => {
+    const r = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: { start_at: '2025-01-01T00:00:00Z', end_at: '2025-01-02T00:00:00Z' },
+    });
+    expect(r.status, r.text).to.equal(201);
+    expect(r.json.status).to.equal('building');
+    expect(r.json.export_version).to.be.a('string');
+    const done = await ready(r.json.id as number, site());
+    expect(done.status).to.equal('ready');
+    const url = new URL(done.results_url as string);
+    const csv = await gw.request('GET', url.pathname);
+    expect(csv.status).to.equal(200);
+    expect(csv.headers['content-type']).to.match(/^text\/csv/);
+    const rows = parse(csv.text, { columns: true }) as Record<string, string>[];
+    expect(rows).to.have.length(25);
+    expect(Object.keys(rows[0]!)).to.deep.equal([
+      'id',
+      'created_at',
+      'status',
+      'message',
+      'success',
+      'request_headers',
+      'request_method',
+      'request_url',
+      'path',
+      'folder',
+    ]);
+    // Quotes and commas survive the round trip.
+    expect(rows[1]!.message).to.equal('HTTP 500 "boom", really');
+    expect(rows[1]!.success).to.equal('false');
+    expect(rows[0]!.created_at).to.equal(String(Date.UTC(2025, 0, 1) / 1000));
+    expect((await gw.request('GET', `${url.pathname}x`)).status).to.equal(401);
+  });
+
+  it('filters by every query field, several values separated by commas', async () => {
+    const r = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: {
+        query_folder: 'team',
+        query_status: '500',
+        query_success: false,
+        query_request_url: 'http://127.0.0.1:9/a,http://127.0.0.1:9/x',
+        query_request_method: 'post',
+      },
+    });
+    expect(r.status, r.text).to.equal(201);
+    await ready(r.json.id as number, site());
+    const page = await gw.request(
+      'GET',
+      `${API}/action_notification_export_results?action_notification_export_id=${r.json.id}`,
+      { headers: site() },
+    );
+    expect(page.status, page.text).to.equal(200);
+    const got = page.json as { path: string; status: number; request_url: string }[];
+    // odd i < 20, not a multiple of 3: 1, 5, 7, 11, 13, 17, 19
+    expect(got.map((g) => g.path)).to.deep.equal([1, 5, 7, 11, 13, 17, 19].map((i) => `team/sub/f${i}.txt`));
+    const byPath = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: { query_path: 'team/sub/f2.txt,/other/f21.txt' },
+    });
+    await ready(byPath.json.id as number, site());
+    const two = await gw.request(
+      'GET',
+      `${API}/action_notification_export_results?action_notification_export_id=${byPath.json.id}`,
+      { headers: site() },
+    );
+    expect((two.json as { path: string }[]).map((g) => g.path)).to.deep.equal([
+      'team/sub/f2.txt',
+      'other/f21.txt',
+    ]);
+  });
+
+  it('pages the results with X-Svc-Cursor-Next only', async () => {
+    const r = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: { query_folder: 'team' },
+    });
+    await ready(r.json.id as number, site());
+    const seen: number[] = [];
+    let cursor = '';
+    for (let n = 0; n < 10; n++) {
+      const page = await gw.request(
+        'GET',
+        `${API}/action_notification_export_results?action_notification_export_id=${r.json.id}&per_page=6${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        { headers: site() },
+      );
+      expect(page.status, page.text).to.equal(200);
+      expect(page.headers['x-svc-cursor-prev']).to.equal(undefined);
+      seen.push(...(page.json as { id: number }[]).map((x) => x.id));
+      cursor = (page.headers['x-svc-cursor-next'] as string | undefined) ?? '';
+      if (!cursor) break;
+    }
+    expect(seen).to.have.length(20);
+    expect(new Set(seen).size).to.equal(20);
+  });
+
+  it('lets Folder Admins export their folder only, and non-admins only by folder or path', async () => {
+    expectError(
+      await gw.request('POST', `${API}/action_notification_exports`, {
+        headers: keyAuth(adminKey),
+        body: {},
+      }),
+      403,
+      'not-authorized/non-admins-must-query-by-folder-or-path',
+    );
+    expectError(
+      await gw.request('POST', `${API}/action_notification_exports`, {
+        headers: keyAuth(adminKey),
+        body: { query_folder: 'other' },
+      }),
+      403,
+      'not-authorized/folder-admin-permission-required',
+    );
+    expectError(
+      await gw.request('POST', `${API}/action_notification_exports`, {
+        headers: keyAuth(plainKey),
+        body: { query_folder: 'team' },
+      }),
+      403,
+      'not-authorized/folder-admin-permission-required',
+    );
+    const mine = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: keyAuth(adminKey),
+      body: { query_folder: 'team/sub' },
+    });
+    expect(mine.status, mine.text).to.equal(201);
+    const done = await ready(mine.json.id as number, keyAuth(adminKey));
+    expect(done.status).to.equal('ready');
+    const res = await gw.request(
+      'GET',
+      `${API}/action_notification_export_results?action_notification_export_id=${mine.json.id}`,
+      { headers: keyAuth(adminKey) },
+    );
+    expect(res.json).to.have.length(20);
+    // Someone else's export is not found for this user.
+    expectError(
+      await gw.request('GET', `${API}/action_notification_exports/${mine.json.id}`, {
+        headers: keyAuth(plainKey),
+      }),
+      404,
+      'not-found/action-notification-export-not-found',
+    );
+  });
+
+  it('rejects bad dates and fields, and a missing export id', async () => {
+    expectError(
+      await gw.request('POST', `${API}/action_notification_exports`, {
+        headers: site(),
+        body: { start_at: 'yesterday' },
+      }),
+      400,
+      'bad-request/datetime-parse',
+    );
+    const bad = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: { query_status: 'teapot' },
+    });
+    expect(bad.status, bad.text).to.equal(422);
+    expectError(
+      await gw.request('GET', `${API}/action_notification_export_results`, { headers: site() }),
+      400,
+      'bad-request/request-params-required',
+    );
+  });
+});
