@@ -156,7 +156,7 @@ export async function createCore(
   // The staging sweep finishes before any front end starts, so the first listener sees a clean dir.
   if (opts.background !== false) await files.startBackground();
   const apiKeys = new ApiKeys(ctx);
-  const events = new Events(ctx);
+  const events = new Events(ctx, files.store);
   if (opts.background !== false) events.start();
   return {
     config,

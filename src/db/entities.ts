@@ -521,7 +521,7 @@ export const WebhookAttemptEntity = new EntitySchema<WebhookAttemptRow>({
   },
 });
 
-/** ExportRow is an ActionNotificationExport: its query (JSON), state and, when ready, its CSV. */
+/** ExportRow is an ActionNotificationExport: its query (JSON), state and, when ready, its CSV blob. */
 export interface ExportRow {
   id: number;
   user_id: number | null;
@@ -532,7 +532,12 @@ export interface ExportRow {
   snapshot_id: number;
   result_count: number;
   message: string;
-  csv: string | null;
+  /** the blob holding the CSV once ready (in the site's blob store), and its size in bytes */
+  blob_id: string | null;
+  csv_size: number;
+  /** while an instance builds it: until when its claim holds, and the claim's token */
+  locked_until: Date | null;
+  lease: string | null;
 }
 
 export const ExportEntity = new EntitySchema<ExportRow>({
@@ -547,7 +552,10 @@ export const ExportEntity = new EntitySchema<ExportRow>({
     snapshot_id: { type: 'bigint', default: 0, transformer: bigintNumber },
     result_count: { type: 'integer', default: 0 },
     message: { type: 'text', default: '' },
-    csv: { type: 'text', nullable: true },
+    blob_id: { type: 'varchar', length: 64, nullable: true },
+    csv_size: { type: 'bigint', default: 0, transformer: bigintNumber },
+    locked_until: time(true),
+    lease: { type: 'varchar', length: 40, nullable: true },
   },
 });
 
@@ -562,6 +570,9 @@ export interface MailChangeRow {
   due_at: Date;
   locked_until: Date | null;
   lease: string | null;
+  /** failed sends of this change so far, and why the last one failed */
+  attempts: number;
+  last_error: string;
 }
 
 export const MailChangeEntity = new EntitySchema<MailChangeRow>({
@@ -577,6 +588,8 @@ export const MailChangeEntity = new EntitySchema<MailChangeRow>({
     due_at: time(),
     locked_until: time(true),
     lease: { type: 'varchar', length: 40, nullable: true },
+    attempts: { type: 'integer', default: 0 },
+    last_error: { type: 'text', default: '' },
   },
 });
 

@@ -42,6 +42,7 @@ export function exportDownloadRoutes(router: RestRouter, core: Core): void {
     ctx.set('Content-Disposition', `attachment; filename="${doc.name}"`);
     ctx.set('Cache-Control', 'private, no-store');
     ctx.type = 'text/csv; charset=utf-8';
-    ctx.body = doc.csv;
+    ctx.length = doc.size;
+    ctx.body = doc.stream;
   });
 }

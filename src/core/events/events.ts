@@ -4,6 +4,7 @@
  * instance. Every loop works from the database only, so any number of instances can run them.
  */
 import type { CoreContext } from '../context.ts';
+import type { BlobStore } from '../files/blobstore.ts';
 import { Exports } from './exports.ts';
 import { Mailer } from './mail.ts';
 import { Retention } from './retention.ts';
@@ -20,9 +21,12 @@ export class Events {
   private readonly loops: Loop[] = [];
   private readonly detach: () => void;
 
-  constructor(private readonly ctx: CoreContext) {
+  constructor(
+    private readonly ctx: CoreContext,
+    store: BlobStore,
+  ) {
     this.webhooks = new Webhooks(ctx);
-    this.exports = new Exports(ctx);
+    this.exports = new Exports(ctx, store);
     this.mail = new Mailer(ctx);
     this.retention = new Retention(ctx);
     this.detach = addActionSink(ctx.db.source, async (em, action) => {

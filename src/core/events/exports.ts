@@ -1,14 +1,20 @@
 /**
  * Webhook-log exports (SPEC "ActionNotificationExport", issue 7 item 3). POST stores the query
- * with status `building`; the events loop builds it: it pins the newest delivery record id (so the
- * results endpoint pages over exactly the rows the CSV holds), writes the CSV and marks it `ready`
- * (or `failed` with a message). Access: site admins, or Folder Admins (`admin` permission) of
- * every queried folder and path; non-site-admins must query by folder or path.
+ * with status `building`; the events loop of one instance claims it (a lease, so two instances
+ * never build the same export) and builds it: it pins the newest delivery record id (so the
+ * results endpoint pages over exactly the rows the CSV holds), streams the matching records page
+ * by page into a CSV blob in the site's blob store (never the whole CSV in memory, and no
+ * transaction held while it is written) and marks it `ready` (or `failed` with a message).
+ * Access: site admins, or Folder Admins (`admin` permission) of every queried folder and path;
+ * non-site-admins must query by folder or path.
  */
-import { stringify } from 'csv-stringify/sync';
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { stringify } from 'csv-stringify';
 import { type EntityManager, type SelectQueryBuilder } from 'typeorm';
 import { z } from 'zod';
 import {
+  BlobGarbageEntity,
   ExportEntity,
   WebhookAttemptEntity,
   type ExportRow,
@@ -19,7 +25,9 @@ import { requireFullKey } from '../access/guards.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, modelSaveError } from '../errors.ts';
+import type { BlobStore } from '../files/blobstore.ts';
 import { DOWNLOAD_TTL_S, Signer } from '../files/signed.ts';
+import { newBlobId } from '../files/transfers.ts';
 import type { Page, PageRequest } from '../pagination.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
 import { parseFields } from '../validation.ts';
@@ -54,6 +62,18 @@ interface ExportQuery {
   request_url: string[];
   status: number[];
   success: boolean | null;
+}
+
+// Delivery records read per query while a CSV is written: bounded memory whatever the export's size.
+const PAGE = 2000;
+// A build's claim lasts this long and is renewed with every page, so only a dead builder's lapses.
+const LEASE_MS = 5 * 60_000;
+
+/** ExportCsv is an export's CSV, opened for download. */
+export interface ExportCsv {
+  name: string;
+  size: number;
+  stream: Readable;
 }
 
 /** EXPORT_VERSION is the version of the delivery record format the results carry. */
@@ -114,7 +134,10 @@ const createSchema = z.object({
 export class Exports {
   private readonly signer: Signer;
 
-  constructor(private readonly ctx: CoreContext) {
+  constructor(
+    private readonly ctx: CoreContext,
+    private readonly store: BlobStore,
+  ) {
     this.signer = new Signer(ctx.secret, 'action-notification-export');
   }
 
@@ -164,7 +187,10 @@ export class Exports {
           snapshot_id: 0,
           result_count: 0,
           message: '',
-          csv: null,
+          blob_id: null,
+          csv_size: 0,
+          locked_until: null,
+          lease: null,
         }),
       );
     });
@@ -207,53 +233,148 @@ export class Exports {
     return { ...page, prev: null };
   }
 
-  /** csv answers a signed results_url: the export's CSV. */
-  async csv(token: string): Promise<{ name: string; csv: string }> {
+  /** csv opens a signed results_url's CSV as a stream. */
+  async csv(token: string): Promise<ExportCsv> {
     const { id } = this.signer.verify<{ id: number }>(token);
     const row = await this.ctx.db.read((em) => em.findOneBy(ExportEntity, { id }));
-    if (!row || row.status !== 'ready' || row.csv === null)
+    if (!row || row.status !== 'ready' || row.blob_id === null)
       throw new GatewayError('not-found/action-notification-export-not-found', `Export ${id} not found`);
-    return { name: `action_notification_export_${id}.csv`, csv: row.csv };
+    const stream = await this.store.get(row.blob_id);
+    return { name: `action_notification_export_${id}.csv`, size: row.csv_size, stream };
   }
 
-  /** tick builds the oldest `building` export; true when one was built (more may wait). */
+  /** tick claims and builds the oldest `building` export; true when one was handled (more may wait). */
   async tick(): Promise<boolean> {
-    const row = await this.ctx.db.read((em) =>
-      em.findOne(ExportEntity, { where: { status: 'building' }, order: { id: 'ASC' } }),
-    );
-    if (!row) return false;
+    const claimed = await this.claim();
+    if (!claimed) return false;
+    const { row, token } = claimed;
+    const blobId = newBlobId();
     try {
       const query = JSON.parse(row.query) as ExportQuery;
-      await this.ctx.db.work(async (em) => {
+      const snapshot = await this.ctx.db.read(async (em) => {
         const newest = await em
           .createQueryBuilder(WebhookAttemptEntity, 'w')
           .select('MAX(w.id)', 'max')
           .getRawOne<{ max: number | string | null }>();
-        const snapshot = Number(newest?.max ?? 0);
-        const rows = await this.select(em, query, snapshot).orderBy('w.id', 'ASC').getMany();
-        const csv = stringify(
-          rows.map((r) => {
-            const v = resultView(r);
-            return CSV_COLUMNS.map((c) => v[c]);
-          }),
-          { header: true, columns: [...CSV_COLUMNS], cast: { boolean: (b) => String(b) } },
-        );
-        // Conditional: another instance that built it meanwhile keeps its result.
-        await em
+        return Number(newest?.max ?? 0);
+      });
+      let count = 0;
+      const records = Readable.from(
+        this.pages(query, snapshot, token, row.id, (n) => {
+          count += n;
+        }),
+      );
+      const csv = stringify({
+        header: true,
+        columns: [...CSV_COLUMNS],
+        cast: { boolean: (b) => String(b) },
+      });
+      records.on('error', (err) => csv.destroy(err));
+      const { size } = await this.store.put(blobId, records.pipe(csv));
+      const done = await this.ctx.db.work(async (em) => {
+        // Conditional on the claim: a builder whose lease lapsed keeps nothing.
+        const r = await em
           .createQueryBuilder()
           .update(ExportEntity)
-          .set({ status: 'ready', snapshot_id: snapshot, result_count: rows.length, csv })
-          .where("id = :id AND status = 'building'", { id: row.id })
+          .set({
+            status: 'ready',
+            snapshot_id: snapshot,
+            result_count: count,
+            blob_id: blobId,
+            csv_size: size,
+            lease: null,
+            locked_until: null,
+          })
+          .where("id = :id AND status = 'building' AND lease = :token", { id: row.id, token })
           .execute();
+        if (!r.affected) await this.discard(em, blobId);
+        return Boolean(r.affected);
       });
+      if (done)
+        this.ctx.log.info('action notification export ready', {
+          export: row.id,
+          results: count,
+          bytes: size,
+        });
     } catch (err) {
       const message = (err as Error).message ?? String(err);
       this.ctx.log.warn('action notification export failed', { export: row.id, error: message });
-      await this.ctx.db.work((em) =>
-        em.update(ExportEntity, { id: row.id, status: 'building' }, { status: 'failed', message }),
-      );
+      await this.ctx.db.work(async (em) => {
+        await this.discard(em, blobId);
+        await em.update(
+          ExportEntity,
+          { id: row.id, status: 'building', lease: token },
+          { status: 'failed', message, lease: null, locked_until: null },
+        );
+      });
     }
     return true;
+  }
+
+  /** claim leases the oldest `building` export nobody holds (or whose builder died) to this instance. */
+  private async claim(): Promise<{ row: ExportRow; token: string } | null> {
+    const token = randomUUID();
+    const now = Date.now();
+    return this.ctx.db.work(async (em) => {
+      const row = await em
+        .createQueryBuilder(ExportEntity, 'e')
+        .where("e.status = 'building'")
+        .andWhere('(e.locked_until IS NULL OR e.locked_until < :now)', { now })
+        .orderBy('e.id', 'ASC')
+        .getOne();
+      if (!row) return null;
+      const r = await em
+        .createQueryBuilder()
+        .update(ExportEntity)
+        .set({ lease: token, locked_until: new Date(now + LEASE_MS) })
+        .where("id = :id AND status = 'building'", { id: row.id })
+        .andWhere('(locked_until IS NULL OR locked_until < :now)', { now })
+        .execute();
+      return r.affected ? { row, token } : null;
+    });
+  }
+
+  /**
+   * pages yields the export's records in id order, one bounded query at a time (keyset paging, so
+   * each page costs the same), renewing the build's lease with each page.
+   */
+  private async *pages(
+    query: ExportQuery,
+    snapshot: number,
+    token: string,
+    exportId: number,
+    counted: (n: number) => void,
+  ): AsyncGenerator<(string | number | boolean)[]> {
+    let after = 0;
+    for (;;) {
+      const rows = await this.ctx.db.read((em) =>
+        this.select(em, query, snapshot)
+          .andWhere('w.id > :after', { after })
+          .orderBy('w.id', 'ASC')
+          .limit(PAGE)
+          .getMany(),
+      );
+      counted(rows.length);
+      for (const r of rows) {
+        const v = resultView(r);
+        yield CSV_COLUMNS.map((c) => v[c]);
+      }
+      if (rows.length < PAGE) return;
+      after = rows[rows.length - 1]!.id;
+      const renewed = await this.ctx.db.work((em) =>
+        em.update(
+          ExportEntity,
+          { id: exportId, status: 'building', lease: token },
+          { locked_until: new Date(Date.now() + LEASE_MS) },
+        ),
+      );
+      if (!renewed.affected) throw new Error('the build lost its claim to another instance');
+    }
+  }
+
+  /** discard queues an unwanted CSV blob for garbage collection (a download may still be reading it). */
+  private async discard(em: EntityManager, blobId: string): Promise<void> {
+    await em.save(BlobGarbageEntity, { blob_id: blobId, since: new Date() });
   }
 
   private async find(p: Principal, id: number): Promise<ExportRow> {

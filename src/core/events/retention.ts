@@ -1,10 +1,17 @@
 /**
  * Retention (issue 7 item 6): Actions and webhook delivery records (attempts, and finished
- * deliveries) older than `retention_days` are deleted by a background job, a bounded batch per
+ * deliveries) older than `retention_days` are deleted, and so are finished exports of that age
+ * (their CSV blobs go to the blob garbage queue), by a background job, a bounded batch per
  * table at a time so no transaction grows with the backlog. Pending deliveries are kept.
  */
 import { In, LessThan, type EntityTarget, type FindOptionsWhere, type ObjectLiteral } from 'typeorm';
-import { ActionEntity, WebhookAttemptEntity, WebhookDeliveryEntity } from '../../db/entities.ts';
+import {
+  ActionEntity,
+  BlobGarbageEntity,
+  ExportEntity,
+  WebhookAttemptEntity,
+  WebhookDeliveryEntity,
+} from '../../db/entities.ts';
 import type { CoreContext } from '../context.ts';
 
 // Rows deleted per table per tick.
@@ -25,6 +32,7 @@ export class Retention {
         created_at: LessThan(cutoff),
         status: In(['succeeded', 'failed']),
       }),
+      await this.pruneExports(cutoff),
     ];
     const total = counts.reduce((a, b) => a + b, 0);
     if (total > 0)
@@ -32,9 +40,28 @@ export class Retention {
         actions: counts[0],
         webhook_attempts: counts[1],
         webhook_deliveries: counts[2],
+        exports: counts[3],
         older_than: cutoff.toISOString(),
       });
     return counts.some((n) => n === BATCH);
+  }
+
+  /** pruneExports deletes finished exports made before `cutoff` and queues their CSVs as garbage. */
+  private pruneExports(cutoff: Date): Promise<number> {
+    return this.ctx.db.work(async (em) => {
+      const rows = await em.find(ExportEntity, {
+        where: { created_at: LessThan(cutoff), status: In(['ready', 'failed']) },
+        select: { id: true, blob_id: true },
+        order: { id: 'ASC' },
+        take: BATCH,
+      });
+      if (rows.length === 0) return 0;
+      const since = new Date();
+      const blobs = rows.flatMap((r) => (r.blob_id ? [{ blob_id: r.blob_id, since }] : []));
+      if (blobs.length) await em.save(BlobGarbageEntity, blobs);
+      await em.delete(ExportEntity, { id: In(rows.map((r) => r.id)) });
+      return rows.length;
+    });
   }
 
   private prune<T extends ObjectLiteral & { id: number }>(

@@ -3,6 +3,7 @@ import { Transfers1763856000000 } from './0002-transfers.ts';
 import { Webdav1763942400000 } from './0003-webdav.ts';
 import { PublicKeys1764028800000 } from './0004-public-keys.ts';
 import { Events1764115200000 } from './0005-events.ts';
+import { EventFaults1764460800000 } from './0006-event-faults.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -11,4 +12,5 @@ export const migrations = [
   Webdav1763942400000,
   PublicKeys1764028800000,
   Events1764115200000,
+  EventFaults1764460800000,
 ];

@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { parse } from 'csv-parse/sync';
-import { WebhookAttemptEntity } from '../../../src/db/entities.ts';
+import { BlobGarbageEntity, ExportEntity, WebhookAttemptEntity } from '../../../src/db/entities.ts';
 import { dbKind, startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { API, createKey, createUser, expectError, keyAuth, unique } from './client.ts';
 
@@ -224,5 +224,89 @@ describe(`REST action notification exports (${dbKind})`, function () {
       400,
       'bad-request/request-params-required',
     );
+  });
+
+  it('streams an export larger than one read page into the CSV, in id order', async () => {
+    // 4,500 records under big/: more than two of the builder's 2,000-row pages.
+    await gw.core.db.work(async (em) => {
+      for (let start = 0; start < 4500; start += 500) {
+        const rows = [];
+        for (let i = start; i < start + 500; i++)
+          rows.push({
+            delivery_id: 2,
+            created_at: new Date(Date.UTC(2025, 1, 1, 0, 0, i)),
+            status: 200,
+            message: 'delivered (HTTP 200)',
+            success: true,
+            request_headers: '{}',
+            request_method: 'POST',
+            request_url: 'http://127.0.0.1:9/big',
+            path: `big/f${i}.txt`,
+            folder: 'big',
+          });
+        await em.insert(WebhookAttemptEntity, rows);
+      }
+    });
+    const r = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: { query_folder: 'big' },
+    });
+    expect(r.status, r.text).to.equal(201);
+    const done = await ready(r.json.id as number, site());
+    expect(done.status).to.equal('ready');
+    const csv = await gw.request('GET', new URL(done.results_url as string).pathname);
+    expect(csv.status).to.equal(200);
+    expect(Number(csv.headers['content-length'])).to.equal(Buffer.byteLength(csv.text));
+    const rows = parse(csv.text, { columns: true }) as Record<string, string>[];
+    expect(rows).to.have.length(4500);
+    expect(rows.map((x) => x.path)).to.deep.equal(Array.from({ length: 4500 }, (_, i) => `big/f${i}.txt`));
+    const ids = rows.map((x) => Number(x.id));
+    expect(ids.every((id, i) => i === 0 || id > ids[i - 1]!)).to.equal(true);
+  });
+
+  it('builds an export whose builder died, but never one another instance is building', async () => {
+    const mk = async () => {
+      const r = await gw.request('POST', `${API}/action_notification_exports`, {
+        headers: site(),
+        body: { query_folder: 'team' },
+      });
+      expect(r.status, r.text).to.equal(201);
+      return r.json.id as number;
+    };
+    const [held, lapsed] = [await mk(), await mk()];
+    // Claims as another instance would leave them: one still held, one whose holder died.
+    await gw.core.db.work(async (em) => {
+      await em.update(
+        ExportEntity,
+        { id: held },
+        { status: 'building', lease: 'other-instance', locked_until: new Date(Date.now() + 3_600_000) },
+      );
+      await em.update(
+        ExportEntity,
+        { id: lapsed },
+        { status: 'building', lease: 'dead-instance', locked_until: new Date(Date.now() - 1000) },
+      );
+    });
+    expect((await ready(lapsed, site())).status).to.equal('ready');
+    await new Promise((res) => setTimeout(res, 200));
+    const row = await gw.core.db.read((em) => em.findOneByOrFail(ExportEntity, { id: held }));
+    expect(row).to.include({ status: 'building', lease: 'other-instance' });
+  });
+
+  it('retention deletes exports older than retention_days and queues their CSV blobs', async () => {
+    const r = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: { query_path: 'team/sub/f1.txt' },
+    });
+    const id = r.json.id as number;
+    await ready(id, site());
+    const before = await gw.core.db.read((em) => em.findOneByOrFail(ExportEntity, { id }));
+    expect(before.blob_id).to.be.a('string');
+    const days = gw.core.config.events.retention_days;
+    await gw.core.events.retention.tick(new Date(Date.now() + (days + 1) * 86_400_000));
+    expect(await gw.core.db.read((em) => em.existsBy(ExportEntity, { id }))).to.equal(false);
+    expect(
+      await gw.core.db.read((em) => em.existsBy(BlobGarbageEntity, { blob_id: before.blob_id! })),
+    ).to.equal(true);
   });
 });
