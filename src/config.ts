@@ -145,6 +145,7 @@ const schema = z.object({
     webhook_max_attempts: positiveInt,
     webhook_backoff_seconds: z.coerce.number().positive(),
     webhook_timeout_seconds: z.coerce.number().positive(),
+    webhook_lease_grace_seconds: z.coerce.number().positive(),
     poll_interval_ms: positiveInt,
     retention_days: positiveInt,
     notification_batch_seconds: z.coerce.number().positive(),

@@ -8,7 +8,11 @@ import type { Logger } from '../../log.ts';
 /** Loop is one background job of the core (webhooks, exports, e-mail, pruning). */
 export class Loop {
   private timer: NodeJS.Timeout | null = null;
+  // When the pending timer fires (epoch ms), so wake() can tell whether it would come sooner.
+  private dueAt = 0;
   private running: Promise<void> | null = null;
+  // Set by wake() during a tick: work committed after the tick's claim runs soon, not after the interval.
+  private wokenDuringTick: number | null = null;
   private stopped = true;
 
   constructor(
@@ -25,10 +29,19 @@ export class Loop {
     this.schedule(0);
   }
 
-  /** wake runs a tick now unless one is running (new work was just committed). */
-  wake(): void {
-    if (this.stopped || this.running) return;
-    this.schedule(0);
+  /**
+   * wake runs a tick within `delayMs` (new work was just committed), unless one is due sooner;
+   * during a tick, the next one then follows within `delayMs`. The delay gathers a burst of new
+   * work into one tick.
+   */
+  wake(delayMs = 0): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.wokenDuringTick = Math.min(this.wokenDuringTick ?? delayMs, delayMs);
+      return;
+    }
+    if (this.timer && this.dueAt <= Date.now() + delayMs) return;
+    this.schedule(delayMs);
   }
 
   /** stop ends the loop; it resolves once the tick in progress, if any, has finished. */
@@ -41,6 +54,7 @@ export class Loop {
 
   private schedule(ms: number): void {
     if (this.timer) clearTimeout(this.timer);
+    this.dueAt = Date.now() + ms;
     this.timer = setTimeout(() => {
       this.timer = null;
       this.running = this.tick()
@@ -53,7 +67,9 @@ export class Loop {
         })
         .then((more) => {
           this.running = null;
-          if (!this.stopped) this.schedule(more ? 0 : this.intervalMs);
+          const woken = this.wokenDuringTick;
+          this.wokenDuringTick = null;
+          if (!this.stopped) this.schedule(more ? 0 : Math.min(this.intervalMs, woken ?? Infinity));
         });
     }, ms);
     this.timer.unref();

@@ -2,8 +2,10 @@
  * Outgoing webhooks (SPEC "Events", issue 7). Each Action that matches a configured webhook is
  * queued as a delivery row in the Action's own unit of work; a background loop on every instance
  * claims due deliveries with a lease (a conditional UPDATE, plus SKIP LOCKED on PostgreSQL), so
- * two instances never send the same attempt at once, and a crashed instance's claims expire and
- * are sent again (at least once). Every attempt is a row of the delivery log, SPEC's
+ * two instances never send the same attempt at once. A crashed instance's claims expire and are
+ * sent again (at least once), after an attempt row saying no result was recorded: the receiver may
+ * see an Action twice, but never without a record between, and a crash loop uses up the attempts
+ * like any failure. Every attempt is a row of the delivery log, SPEC's
  * ActionNotificationExportResult.
  */
 import { createHmac, randomUUID } from 'node:crypto';
@@ -49,6 +51,9 @@ const FILE_ACTIONS = ['create', 'read', 'update', 'destroy', 'move', 'copy'];
 const MAX_ANSWER_BYTES = 64 * 1024;
 // Deliveries one instance sends at once.
 const BATCH = 32;
+// The attempt row of a claim whose instance stopped before it could record the answer.
+const LOST =
+  'no result recorded: the instance sending this delivery stopped (the receiver may have received it)';
 
 const trimSlashes = (p: string) => p.replace(/^\/+|\/+$/g, '');
 
@@ -156,9 +161,9 @@ export class Webhooks {
   /** tick claims due deliveries and sends them; true when a full batch was claimed (more may wait). */
   async tick(): Promise<boolean> {
     if (this.stopping) return false;
-    const { token, rows } = await this.claim(BATCH);
+    const { token, rows, claimed } = await this.claim(BATCH);
     await Promise.all(rows.map((d) => this.attempt(d, token)));
-    return rows.length === BATCH;
+    return claimed === BATCH;
   }
 
   /** interrupt aborts the attempts in flight (the core is closing); they are sent again later. */
@@ -202,36 +207,89 @@ export class Webhooks {
     });
   }
 
-  /** claim leases up to `n` due deliveries to this instance. */
-  private async claim(n: number): Promise<{ token: string; rows: WebhookDeliveryRow[] }> {
+  /**
+   * claim leases up to `n` due deliveries to this instance. `rows` are the ones to send;
+   * `claimed` also counts those given up because their last attempt was lost.
+   */
+  private async claim(n: number): Promise<{ token: string; rows: WebhookDeliveryRow[]; claimed: number }> {
+    const { webhook_timeout_seconds: timeoutS, webhook_lease_grace_seconds: graceS } = this.ctx.config.events;
     const token = randomUUID();
     const now = Date.now();
-    // The lease outlives the longest attempt, so only a crashed instance's claims expire.
-    const until = now + this.ctx.config.events.webhook_timeout_seconds * 1000 + 60_000;
-    const rows = await this.ctx.db.work(async (em) => {
+    // The lease outlives the longest attempt, so only a stopped instance's claims expire.
+    const until = new Date(now + (timeoutS + graceS) * 1000);
+    return this.ctx.db.work(async (em) => {
       const qb = em
         .createQueryBuilder(WebhookDeliveryEntity, 'd')
-        .select('d.id')
+        .select(['d.id', 'd.lease'])
         .where("d.status = 'pending'")
         .andWhere('d.next_attempt_at <= :now', { now })
         .andWhere('(d.locked_until IS NULL OR d.locked_until < :now)', { now })
         .orderBy('d.id', 'ASC')
         .limit(n);
       if (this.ctx.db.kind === 'postgres') qb.setLock('pessimistic_write').setOnLocked('skip_locked');
-      const ids = (await qb.getMany()).map((r) => r.id);
-      if (ids.length === 0) return [];
-      // Conditional, so a row another instance claimed meanwhile is not taken over.
+      const due = await qb.getMany();
+      if (due.length === 0) return { token, rows: [], claimed: 0 };
+      // A due row that still has a lease: its instance stopped before recording a result.
+      const orphaned = new Set(due.filter((r) => r.lease !== null).map((r) => r.id));
+      // Conditional, so a row another instance claimed (or sent and released) meanwhile is not
+      // taken over; split on the old lease, so `orphaned` rows are exactly those taken over.
+      for (const [ids, lease] of [
+        [due.filter((r) => !orphaned.has(r.id)).map((r) => r.id), 'lease IS NULL'],
+        [[...orphaned], 'lease IS NOT NULL'],
+      ] as const) {
+        if (ids.length === 0) continue;
+        await em
+          .createQueryBuilder()
+          .update(WebhookDeliveryEntity)
+          .set({ lease: token, locked_until: until })
+          .where('id IN (:...ids)', { ids })
+          .andWhere(lease)
+          .andWhere("status = 'pending'")
+          .andWhere('next_attempt_at <= :now', { now })
+          .andWhere('(locked_until IS NULL OR locked_until < :now)', { now })
+          .execute();
+      }
+      const rows = await em.find(WebhookDeliveryEntity, { where: { lease: token }, order: { id: 'ASC' } });
+      const lost = rows.filter((d) => orphaned.has(d.id));
+      // Only a crash recovery writes more here; the normal path stays one UPDATE.
+      const givenUp = lost.length > 0 ? await this.recordLost(em, lost, new Date(now)) : new Set<number>();
+      return { token, rows: rows.filter((d) => !givenUp.has(d.id)), claimed: rows.length };
+    });
+  }
+
+  /**
+   * recordLost writes the attempt an instance stopped before recording, so a receiver that sees
+   * the Action again also sees a row between, and counts it, so a crash loop cannot resend
+   * forever. Deliveries with no attempts left are marked failed; it returns their ids.
+   */
+  private async recordLost(em: EntityManager, lost: WebhookDeliveryRow[], at: Date): Promise<Set<number>> {
+    const max = this.ctx.config.events.webhook_max_attempts;
+    for (const d of lost) d.attempts += 1;
+    const givenUp = lost.filter((d) => d.attempts >= max).map((d) => d.id);
+    await em.insert(
+      WebhookAttemptEntity,
+      lost.map((d) =>
+        attemptRow(d, at, 0, `${LOST}; ${d.attempts >= max ? 'no attempts left' : 'sending again'}`),
+      ),
+    );
+    const again = lost.filter((d) => d.attempts < max).map((d) => d.id);
+    for (const [ids, state] of [
+      [again, {}],
+      [givenUp, { status: 'failed', lease: null, locked_until: null }],
+    ] as const) {
+      if (ids.length === 0) continue;
       await em
         .createQueryBuilder()
         .update(WebhookDeliveryEntity)
-        .set({ lease: token, locked_until: new Date(until) })
+        .set({ attempts: () => 'attempts + 1', ...state })
         .where('id IN (:...ids)', { ids })
-        .andWhere("status = 'pending'")
-        .andWhere('(locked_until IS NULL OR locked_until < :now)', { now })
         .execute();
-      return em.find(WebhookDeliveryEntity, { where: { lease: token }, order: { id: 'ASC' } });
-    });
-    return { token, rows };
+    }
+    if (givenUp.length > 0)
+      this.ctx.log.info('webhook deliveries failed: their instance stopped during the last attempt', {
+        deliveries: givenUp,
+      });
+    return new Set(givenUp);
   }
 
   /** attempt sends one delivery once and records the attempt and the delivery's next state. */
@@ -272,18 +330,7 @@ export class Webhooks {
     const interrupted = abort.signal.aborted && (abort.signal.reason as Error).message === 'stopping';
     const now = new Date();
     await this.ctx.db.work(async (em) => {
-      await em.insert(WebhookAttemptEntity, {
-        delivery_id: d.id,
-        created_at: now,
-        status,
-        message,
-        success,
-        request_headers: d.request_headers,
-        request_method: d.method,
-        request_url: d.url,
-        path: d.path,
-        folder: d.folder,
-      });
+      await em.insert(WebhookAttemptEntity, attemptRow(d, now, status, message, success));
       const attempts = interrupted ? d.attempts : d.attempts + 1;
       const backoffMs =
         this.ctx.config.events.webhook_backoff_seconds * 1000 * 2 ** Math.max(0, attempts - 1);
@@ -303,6 +350,28 @@ export class Webhooks {
     if (!success && !interrupted)
       this.ctx.log.info('webhook delivery failed', { delivery: d.id, url: d.url, status, message });
   }
+}
+
+/** attemptRow is the delivery-log row of one attempt of `d`. */
+function attemptRow(
+  d: WebhookDeliveryRow,
+  at: Date,
+  status: number,
+  message: string,
+  success = false,
+): Omit<WebhookAttemptRow, 'id'> {
+  return {
+    delivery_id: d.id,
+    created_at: at,
+    status,
+    message,
+    success,
+    request_headers: d.request_headers,
+    request_method: d.method,
+    request_url: d.url,
+    path: d.path,
+    folder: d.folder,
+  };
 }
 
 /** drain reads at most MAX_ANSWER_BYTES of an answer and drops the rest. */

@@ -1,19 +1,25 @@
 /**
  * Webhooks (issue 7) against a real HTTP receiver on loopback: the Action body and its signature,
  * filters, success, failure then backoff and retry, timeouts, the delivery log, and a restart that
- * loses nothing.
+ * loses nothing. Faults: a target that resets, redirects in a loop, answers 500 or a huge body, and
+ * an instance killed with SIGKILL in the middle of deliveries (a core in a child process).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { createCore, operatorPrincipal, type Core } from '../../../src/core/index.ts';
 import { WebhookAttemptEntity, WebhookDeliveryEntity } from '../../../src/db/entities.ts';
 import { createLogger } from '../../../src/log.ts';
 import { dbKind, openTestCore, testConfig, type TestCore } from '../../helpers/gateway.ts';
-import { startReceiver, type Receiver } from './receiver.ts';
+import { HUGE_BYTES, startReceiver, type Answer, type Receiver, type Received } from './receiver.ts';
 
 const SECRET = 'hook-secret';
 const fast = { poll_interval_ms: 25, webhook_backoff_seconds: 0.05, webhook_timeout_seconds: 1 };
+const INSTANCE = fileURLToPath(new URL('./instance.ts', import.meta.url));
+const LOST = /^no result recorded: the instance sending this delivery stopped/;
+const actionId = (r: Received) => Number(r.headers['x-svc-action-id']);
 
 async function put(core: Core, path: string, text: string): Promise<void> {
   await core.files.session(operatorPrincipal()).write(path, Readable.from([Buffer.from(text)]));
@@ -227,6 +233,209 @@ describe(`webhooks (${dbKind})`, function () {
         await c2.close();
       }
     } finally {
+      await cleanup();
+    }
+  });
+
+  for (const [first, status, says] of [
+    ['reset', 0, /no answer: .*(UND_ERR_SOCKET|ECONNRESET|other side closed)/],
+    [500, 500, /HTTP 500/],
+  ] as const) {
+    it(`answered ${first}, then 200: one failed attempt, one success, sent once more only`, async () => {
+      t = await open([{ url: `${receiver.url}/h` }]);
+      receiver.answer = (): Answer => (receiver.received.length === 1 ? first : 200);
+      await put(t.core, 'f.txt', 'x');
+      const d = await until('the delivery to succeed', () =>
+        t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
+      );
+      expect(d).to.include({ attempts: 2, lease: null });
+      const attempts = await t.core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+      expect(attempts.map((a) => [a.status, a.success])).to.deep.equal([
+        [status, false],
+        [200, true],
+      ]);
+      expect(attempts[0]!.message).to.match(says);
+      // Succeeded is final, so these two are all the receiver will get.
+      expect(receiver.received.map((r) => r.body)).to.deep.equal([d.body, d.body]);
+    });
+  }
+
+  it('does not follow a redirect loop: each attempt is one request, logged as the redirect', async () => {
+    t = await open([{ url: `${receiver.url}/loop` }], { webhook_max_attempts: 3 });
+    receiver.answer = () => 'redirect-loop';
+    await put(t.core, 'f.txt', 'x');
+    const d = await until('the delivery to fail', () =>
+      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
+    );
+    expect(d.attempts).to.equal(3);
+    const attempts = await t.core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+    expect(attempts.map((a) => [a.status, a.success])).to.deep.equal([
+      [302, false],
+      [302, false],
+      [302, false],
+    ]);
+    for (const a of attempts) expect(a.message).to.include(`not followed (to ${receiver.url}/loop)`);
+    expect(receiver.received).to.have.length(3);
+  });
+
+  it('reads only the start of a huge answer and drops the connection: a quick success', async () => {
+    t = await open([{ url: `${receiver.url}/big` }], { webhook_timeout_seconds: 10 });
+    receiver.answer = () => 'huge';
+    await put(t.core, 'f.txt', 'x');
+    const [got] = await receiver.waitFor(1);
+    const a = await until(
+      'the attempt',
+      () => t!.core.db.read((em) => em.findOneBy(WebhookAttemptEntity, {})),
+      15_000,
+    );
+    expect(a).to.include({ status: 200, success: true, message: 'delivered (HTTP 200)' });
+    expect(a.created_at.getTime() - got!.at, 'ms from request to recorded success').to.be.below(3000);
+    // The gateway closed the connection while the receiver still had most of the body to write.
+    const end = await until('the answer to end', async () => got!.streamed?.end);
+    expect(end).to.equal('closed early');
+    expect(got!.streamed!.bytes).to.be.below(HUGE_BYTES / 2);
+    expect(receiver.received).to.have.length(1);
+  });
+
+  it('records and counts a claim left by a stopped instance, then sends it again or gives up', async () => {
+    const { config, cleanup } = await testConfig({
+      webhooks: [{ url: `${receiver.url}/h` }],
+      events: { ...fast, webhook_max_attempts: 3 },
+    });
+    const core = await createCore(config, createLogger('error', { silent: true }), { background: false });
+    try {
+      for (const name of ['again.txt', 'last.txt', 'live.txt']) await put(core, name, 'x');
+      // What instances leave in the table: two claims expired (their instance is gone), one live.
+      const expired = { lease: 'stopped-instance', locked_until: new Date(Date.now() - 1000) };
+      const live = { lease: 'live-instance', locked_until: new Date(Date.now() + 60_000) };
+      await core.db.work(async (em) => {
+        await em.update(WebhookDeliveryEntity, { path: 'again.txt' }, { ...expired, attempts: 0 });
+        await em.update(WebhookDeliveryEntity, { path: 'last.txt' }, { ...expired, attempts: 2 });
+        await em.update(WebhookDeliveryEntity, { path: 'live.txt' }, live);
+      });
+      await core.events.webhooks.tick();
+
+      const rows = await core.db.read((em) => em.find(WebhookDeliveryEntity));
+      const attempts = await core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+      const byPath = (p: string) => {
+        const d = rows.find((r) => r.path === p)!;
+        return { d, log: attempts.filter((a) => a.delivery_id === d.id) };
+      };
+      const again = byPath('again.txt');
+      expect(again.d).to.include({ status: 'succeeded', attempts: 2, lease: null });
+      expect(again.log.map((a) => [a.status, a.success])).to.deep.equal([
+        [0, false],
+        [200, true],
+      ]);
+      expect(again.log[0]!.message)
+        .to.match(LOST)
+        .and.match(/sending again$/);
+      const last = byPath('last.txt');
+      expect(last.d).to.include({ status: 'failed', attempts: 3, lease: null });
+      expect(last.log.map((a) => [a.status, a.success])).to.deep.equal([[0, false]]);
+      expect(last.log[0]!.message)
+        .to.match(LOST)
+        .and.match(/no attempts left$/);
+      const alive = byPath('live.txt');
+      expect(alive.d).to.include({ status: 'pending', attempts: 0, lease: 'live-instance' });
+      expect(alive.log).to.have.length(0);
+      expect(receiver.received.map((r) => (JSON.parse(r.body) as { path: string }).path)).to.deep.equal([
+        'again.txt',
+      ]);
+    } finally {
+      await core.close();
+      await cleanup();
+    }
+  });
+
+  it('an instance killed mid-delivery: each delivery in flight is logged "no result", sent again, none lost', async function () {
+    this.timeout(120_000);
+    const N = 40;
+    // The child's claims expire timeout + grace after it made them; it is killed long before.
+    const { config, cleanup } = await testConfig({
+      webhooks: [{ url: `${receiver.url}/h` }],
+      events: { ...fast, webhook_timeout_seconds: 5, webhook_lease_grace_seconds: 0.5 },
+    });
+    const log = createLogger('error', { silent: true });
+    let child: ChildProcess | null = null;
+    let second: Core | null = null;
+    try {
+      // The Actions are written with no loop running, so the child finds every delivery queued.
+      const writer = await createCore(config, log, { background: false });
+      let inFlight: number;
+      try {
+        for (let i = 0; i < N; i++) await put(writer, `f${i}.txt`, 'x');
+        receiver.answer = () => 'hang';
+        const instance = spawn(process.execPath, ['--import', 'tsx', INSTANCE], {
+          env: { ...process.env, SVC_TEST_CORE_CONFIG: JSON.stringify(config) },
+          stdio: ['pipe', 'ignore', 'inherit'],
+        });
+        child = instance;
+        const exited = new Promise((resolve) =>
+          instance.once('exit', (code, signal) => resolve(signal ?? code)),
+        );
+        // Once every delivery the child claimed has reached the receiver, all are in flight.
+        inFlight = await until(
+          "the child's claims at the receiver",
+          async () => {
+            if (instance.exitCode !== null) throw new Error(`the instance exited (${instance.exitCode})`);
+            const leased = await writer.db.read((em) =>
+              em.createQueryBuilder(WebhookDeliveryEntity, 'd').where('d.lease IS NOT NULL').getCount(),
+            );
+            return leased > 0 && receiver.received.length === leased ? leased : null;
+          },
+          60_000,
+        );
+        instance.kill('SIGKILL');
+        expect(await exited).to.equal('SIGKILL');
+        expect(
+          await writer.db.read((em) => em.count(WebhookAttemptEntity)),
+          'attempts ended before the kill',
+        ).to.equal(0);
+      } finally {
+        await writer.close();
+      }
+
+      const firstRound = new Set(receiver.received.map(actionId));
+      expect(firstRound.size).to.equal(inFlight);
+      receiver.answer = () => 200;
+      second = await createCore({ ...config, events: { ...config.events, webhook_timeout_seconds: 1 } }, log);
+      const core = second;
+      await until(
+        'every delivery to succeed',
+        async () =>
+          (await core.db.read((em) => em.countBy(WebhookDeliveryEntity, { status: 'succeeded' }))) === N,
+        60_000,
+      );
+      const deliveries = await core.db.read((em) => em.find(WebhookDeliveryEntity));
+      const attempts = await core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+      expect(deliveries).to.have.length(N);
+      expect(new Set(receiver.received.map(actionId)).size, 'Actions received').to.equal(N);
+      expect(receiver.received).to.have.length(N + inFlight);
+      for (const d of deliveries) {
+        const trail = attempts.filter((a) => a.delivery_id === d.id);
+        const got = receiver.received.filter((r) => actionId(r) === d.action_id);
+        if (firstRound.has(d.action_id)) {
+          expect(trail.map((a) => [a.status, a.success])).to.deep.equal([
+            [0, false],
+            [200, true],
+          ]);
+          expect(trail[0]!.message).to.match(LOST);
+          expect(got).to.have.length(2);
+        } else {
+          expect(trail.map((a) => [a.status, a.success])).to.deep.equal([[200, true]]);
+          expect(got).to.have.length(1);
+        }
+        for (let k = 1; k < got.length; k++) {
+          const between = trail.some(
+            (a) => a.created_at.getTime() >= got[k - 1]!.at && a.created_at.getTime() <= got[k]!.at,
+          );
+          expect(between, `an attempt row between two receipts of Action ${d.action_id}`).to.equal(true);
+        }
+      }
+    } finally {
+      if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await second?.close();
       await cleanup();
     }
   });
