@@ -28,7 +28,7 @@ export class Events {
     private readonly ctx: CoreContext,
     store: BlobStore,
   ) {
-    this.webhooks = new Webhooks(ctx);
+    this.webhooks = new Webhooks(ctx, () => this.loops[0]?.wake());
     this.exports = new Exports(ctx, store);
     this.mail = new Mailer(ctx);
     this.retention = new Retention(ctx);
@@ -56,8 +56,10 @@ export class Events {
 
   /** stop interrupts deliveries in flight, ends the loops and detaches from recordAction. */
   async stop(): Promise<void> {
-    this.webhooks.interrupt();
+    const interrupted = this.webhooks.interrupt();
+    this.mail.interrupt();
     await Promise.all(this.loops.map((l) => l.stop()));
+    await interrupted;
     this.detach();
   }
 }

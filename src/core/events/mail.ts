@@ -6,25 +6,84 @@
  * on any instance leases a user's due changes (so two instances never mail the same ones), sends
  * the message over SMTP (nodemailer, SVC_SMTP_URL) or, without SMTP, writes it as an .eml file
  * under <data_dir>/mail, then deletes the changes. A user is told only of files they may list.
+ *
+ * Faults: every SMTP send is bounded (SMTP_TIMEOUTS) well inside the lease, so a hanging server
+ * cannot hold a batch past it. A failed send deletes nothing: the batch's rows count the attempt,
+ * keep the error (last_error) and are due again after a doubling backoff (1 min … 1 h), on any
+ * instance. Permanent rejections (5xx) are retried the same way; last_error says which it was.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer from 'nodemailer';
 import { In, type EntityManager } from 'typeorm';
-import { MailChangeEntity, NotificationEntity, UserEntity, type MailChangeRow } from '../../db/entities.ts';
+import {
+  MailChangeEntity,
+  NotificationEntity,
+  UserEntity,
+  type MailChangeRow,
+  type UserRow,
+} from '../../db/entities.ts';
 import { rightsOn } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { ancestorsOf, parentOf } from '../paths.ts';
 import type { Principal } from '../principal.ts';
 import type { RecordedAction } from './hooks.ts';
 
-// A failed send is tried again after this long.
-const RETRY_MS = 60_000;
+/** SmtpTimeouts bound one SMTP send, phase by phase and as a whole. */
+export interface SmtpTimeouts {
+  /** connecting: TCP, and TLS for smtps:// */
+  connectionMs: number;
+  /** waiting for the server's 220 greeting once connected */
+  greetingMs: number;
+  /** silence on an open connection, at any later step */
+  socketMs: number;
+  /** the whole send: a server that answers a byte at a time never trips socketMs */
+  sendMs: number;
+}
+
+/** SMTP_TIMEOUTS are the production bounds of a send (nodemailer's own defaults run to 10 minutes). */
+export const SMTP_TIMEOUTS: Readonly<SmtpTimeouts> = {
+  connectionMs: 10_000,
+  greetingMs: 10_000,
+  socketMs: 30_000,
+  sendMs: 60_000,
+};
+
+// The lease outlives the longest send by this much: it also covers looking the user up before the
+// send and deleting the changes after it. A lease that ran out mid-send would let another
+// instance mail the same batch again.
+const LEASE_MARGIN_MS = 30_000;
+// A failed batch waits 1 min, then 2, 4, … up to an hour, so a long SMTP outage costs one attempt
+// an hour per user, and a repaired server is used again within the hour.
+const BACKOFF_FIRST_MS = 60_000;
+const BACKOFF_MAX_MS = 3_600_000;
+// last_error keeps the start of a long SMTP reply.
+const MAX_ERROR_CHARS = 1000;
+
+/** backoffMs is how long a batch waits after its `attempt`-th failed send (1, 2, …). */
+function backoffMs(attempt: number): number {
+  return Math.min(BACKOFF_FIRST_MS * 2 ** Math.max(attempt - 1, 0), BACKOFF_MAX_MS);
+}
 
 /** Mailer queues file changes for subscribed users and mails each user's batch. */
 export class Mailer {
+  /** timeouts bound every SMTP send; tests shorten them, and the lease follows (leaseMs). */
+  timeouts: SmtpTimeouts = { ...SMTP_TIMEOUTS };
+  // Aborted when the core closes, so a hanging SMTP server never holds up a shutdown.
+  private readonly stopping = new AbortController();
+
   constructor(private readonly ctx: CoreContext) {}
+
+  /** interrupt ends the send in progress, if any; its batch is released, not counted as failed. */
+  interrupt(): void {
+    this.stopping.abort();
+  }
+
+  /** leaseMs is how long a claimed batch stays with its instance: longer than any send may take. */
+  get leaseMs(): number {
+    return this.timeouts.sendMs + LEASE_MARGIN_MS;
+  }
 
   /** enqueue queues the change for every user watching the file's folder; returns how many. */
   async enqueue(em: EntityManager, a: RecordedAction): Promise<number> {
@@ -39,7 +98,8 @@ export class Mailer {
     for (const user of users) {
       const p: Principal = { user, apiKey: null, sessionDigest: null, interface: 'restapi', ip: '' };
       if (!(await rightsOn(em, p, a.path)).has('list')) continue;
-      // The user's open window, if any, else a new one from now.
+      // The user's open window, if any, else a new one from now. A batch waiting out a failed
+      // send is such a window too: the change goes out with it.
       const open = await em.findOne(MailChangeEntity, {
         where: { user_id: user.id },
         order: { due_at: 'ASC' },
@@ -55,17 +115,40 @@ export class Mailer {
         due_at: due,
         locked_until: null,
         lease: null,
+        attempts: 0,
+        last_error: '',
       });
       queued++;
     }
     return queued;
   }
 
-  /** tick mails one user's due batch; true when one was handled (more may wait). */
+  /**
+   * tick mails one user's due batch; true when one was handled, sent or not (more may wait).
+   * A batch that could not be sent keeps its rows, with the attempt counted and the error
+   * recorded, and is due again after a backoff, on any instance.
+   */
   async tick(): Promise<boolean> {
-    const now = Date.now();
     const token = randomUUID();
-    const rows = await this.ctx.db.work(async (em) => {
+    const rows = await this.claim(token);
+    if (rows.length === 0) return false;
+    const userId = rows[0]!.user_id;
+    const user = await this.ctx.db.read((em) => em.findOneBy(UserEntity, { id: userId }));
+    try {
+      await this.send(userId, user, rows);
+    } catch (err) {
+      if (this.stopping.signal.aborted) await this.release(token);
+      else await this.recordFailure(token, userId, user, rows, err);
+      return true;
+    }
+    await this.ctx.db.work((em) => em.delete(MailChangeEntity, { lease: token }));
+    return true;
+  }
+
+  /** claim leases the due changes of one user to `token` and returns them, oldest first. */
+  private claim(token: string): Promise<MailChangeRow[]> {
+    const now = Date.now();
+    return this.ctx.db.work(async (em) => {
       const next = await em
         .createQueryBuilder(MailChangeEntity, 'm')
         .where('m.due_at <= :now', { now })
@@ -77,32 +160,62 @@ export class Mailer {
       await em
         .createQueryBuilder()
         .update(MailChangeEntity)
-        .set({ lease: token, locked_until: new Date(now + RETRY_MS) })
+        .set({ lease: token, locked_until: new Date(now + this.leaseMs) })
         .where('user_id = :user', { user: next.user_id })
         .andWhere('due_at <= :now', { now })
         .andWhere('(locked_until IS NULL OR locked_until < :now)', { now })
         .execute();
       return em.find(MailChangeEntity, { where: { lease: token }, order: { id: 'ASC' } });
     });
-    if (rows.length === 0) return false;
-    const userId = rows[0]!.user_id;
-    try {
-      await this.send(userId, rows);
-      await this.ctx.db.work((em) => em.delete(MailChangeEntity, { lease: token }));
-    } catch (err) {
-      // The lease runs out after RETRY_MS; the batch is sent again then.
-      this.ctx.log.warn('notification e-mail not sent; will try again', {
-        user_id: userId,
-        changes: rows.length,
-        error: (err as Error).message ?? String(err),
-      });
-    }
-    return true;
+  }
+
+  /** release hands a batch back unsent and uncounted (the gateway is stopping). */
+  private async release(token: string): Promise<void> {
+    await this.ctx.db.work((em) =>
+      em.update(MailChangeEntity, { lease: token }, { lease: null, locked_until: null }),
+    );
+  }
+
+  /** recordFailure counts the attempt on the batch's rows, keeps the error and releases the lease. */
+  private async recordFailure(
+    token: string,
+    userId: number,
+    user: UserRow | null,
+    rows: MailChangeRow[],
+    err: unknown,
+  ): Promise<void> {
+    // Changes that joined the batch later have fewer attempts; the batch's count is the highest.
+    const attempt = rows.reduce((n, r) => Math.max(n, r.attempts), 0) + 1;
+    const error = explain(err, this.timeouts).slice(0, MAX_ERROR_CHARS);
+    const retryAt = new Date(Date.now() + backoffMs(attempt));
+    // Pushing due_at (not only locked_until) keeps the batch one window: changes made meanwhile
+    // join it and go out in the same message once the server is back.
+    await this.ctx.db.work((em) =>
+      em
+        .createQueryBuilder()
+        .update(MailChangeEntity)
+        .set({
+          attempts: () => 'attempts + 1',
+          last_error: error,
+          due_at: retryAt,
+          locked_until: null,
+          lease: null,
+        })
+        .where('lease = :token', { token })
+        .execute(),
+    );
+    this.ctx.log.warn('notification e-mail not sent; will try again', {
+      user_id: userId,
+      username: user?.username ?? '',
+      changes: rows.length,
+      attempt,
+      error,
+      retry_at: retryAt.toISOString(),
+    });
   }
 
   /** send builds the one message listing a user's changes and hands it to SMTP or an .eml file. */
-  private async send(userId: number, rows: MailChangeRow[]): Promise<void> {
-    const user = await this.ctx.db.read((em) => em.findOneBy(UserEntity, { id: userId }));
+  private async send(userId: number, user: UserRow | null, rows: MailChangeRow[]): Promise<void> {
     if (!user || user.email === '') {
       this.ctx.log.info('notification e-mail dropped: the user has no e-mail address', {
         user_id: userId,
@@ -121,9 +234,19 @@ export class Mailer {
     };
     const url = this.ctx.config.smtp.url;
     if (url !== '') {
-      const transport = nodemailer.createTransport(url);
+      const t = this.timeouts;
+      const transport = nodemailer.createTransport({
+        url,
+        connectionTimeout: t.connectionMs,
+        greetingTimeout: t.greetingMs,
+        socketTimeout: t.socketMs,
+      });
       try {
-        await transport.sendMail(message);
+        // The signal ends the send (and closes its connection) at sendMs, inside the lease.
+        await transport.sendMail({
+          ...message,
+          signal: AbortSignal.any([AbortSignal.timeout(t.sendMs), this.stopping.signal]),
+        });
       } finally {
         transport.close();
       }
@@ -144,4 +267,18 @@ export class Mailer {
       changes: rows.length,
     });
   }
+}
+
+/**
+ * explain turns a failed send into the text kept in last_error: nodemailer's code (ESOCKET,
+ * ETIMEDOUT, EENVELOPE, …) and message, which carries the server's reply ("550 …") when there
+ * was one, so an operator can tell a down server from a rejected recipient.
+ */
+function explain(err: unknown, timeouts: SmtpTimeouts): string {
+  if (!(err instanceof Error)) return String(err);
+  const { code, response } = err as Error & { code?: unknown; response?: unknown };
+  if (code === 'EABORT') return `ETIMEDOUT: the send took longer than ${timeouts.sendMs} ms and was cut off`;
+  let text = typeof code === 'string' && code !== '' ? `${code}: ${err.message}` : err.message;
+  if (typeof response === 'string' && response !== '' && !text.includes(response)) text += ` (${response})`;
+  return text;
 }

@@ -23,6 +23,7 @@ import { GatewayError } from '../errors.ts';
 import { parentOf } from '../paths.ts';
 import type { Principal } from '../principal.ts';
 import type { RecordedAction } from './hooks.ts';
+import { describeNetworkError, send } from './outgoing.ts';
 
 /** WebhookSetting is one entry of the `webhooks` setting (SVC_WEBHOOKS). */
 export type WebhookSetting = Config['webhooks'][number];
@@ -47,8 +48,6 @@ export const SIGNATURE_HEADER = 'X-Svc-Signature';
 
 // Without an `actions` filter a webhook gets the file actions.
 const FILE_ACTIONS = ['create', 'read', 'update', 'destroy', 'move', 'copy'];
-// How much of a receiver's answer is read before the rest is dropped (a huge body costs nothing).
-const MAX_ANSWER_BYTES = 64 * 1024;
 // Deliveries one instance sends at once.
 const BATCH = 32;
 // The attempt row of a claim whose instance stopped before it could record the answer.
@@ -115,12 +114,36 @@ export function resultView(r: WebhookAttemptRow): ActionNotificationExportResult
   };
 }
 
-/** Webhooks queues, sends, logs and retries webhook deliveries. */
+/** Outcome is one finished attempt, waiting to be written with others in one unit of work. */
+interface Outcome {
+  d: WebhookDeliveryRow;
+  token: string;
+  at: Date;
+  status: number;
+  message: string;
+  success: boolean;
+  interrupted: boolean;
+  written: { resolve: () => void; reject: (err: unknown) => void };
+}
+
+/**
+ * Webhooks queues, sends, logs and retries webhook deliveries. Up to BATCH deliveries are in
+ * flight at once; a slot freed by a finished attempt is filled at once (`onSlotFree` wakes the
+ * loop), so a hanging target holds one slot, not the others. Finished attempts are written
+ * together, one unit of work for all that finished meanwhile (group commit): on SQLite each unit
+ * of work is a commit the uploads queue behind.
+ */
 export class Webhooks {
   private readonly inflight = new Set<AbortController>();
+  private readonly sending = new Set<Promise<void>>();
+  private outcomes: Outcome[] = [];
+  private writing: Promise<void> | null = null;
   private stopping = false;
 
-  constructor(private readonly ctx: CoreContext) {}
+  constructor(
+    private readonly ctx: CoreContext,
+    private readonly onSlotFree: () => void = () => undefined,
+  ) {}
 
   /** enqueue queues one delivery per matching webhook, inside the Action's unit of work. */
   async enqueue(em: EntityManager, a: RecordedAction): Promise<number> {
@@ -158,18 +181,39 @@ export class Webhooks {
     return hooks.length;
   }
 
-  /** tick claims due deliveries and sends them; true when a full batch was claimed (more may wait). */
+  /**
+   * tick claims as many due deliveries as there are free slots and starts sending them; true when
+   * it filled every free slot (more may wait). It does not wait for the answers.
+   */
   async tick(): Promise<boolean> {
-    if (this.stopping) return false;
-    const { token, rows, claimed } = await this.claim(BATCH);
-    await Promise.all(rows.map((d) => this.attempt(d, token)));
-    return claimed === BATCH;
+    const free = BATCH - this.sending.size;
+    if (this.stopping || free <= 0) return false;
+    const { token, rows, claimed } = await this.claim(free);
+    for (const d of rows) {
+      const sent: Promise<void> = this.attempt(d, token)
+        .catch((err: unknown) => {
+          // The lease runs out and the delivery is sent again, after a "no result" record.
+          this.ctx.log.warn('webhook attempt not recorded', { delivery: d.id, error: String(err) });
+        })
+        .finally(() => {
+          this.sending.delete(sent);
+          this.onSlotFree();
+        });
+      this.sending.add(sent);
+    }
+    return claimed === free;
+  }
+
+  /** settle resolves once every attempt in flight is answered and written. */
+  async settle(): Promise<void> {
+    while (this.sending.size > 0) await Promise.allSettled([...this.sending]);
   }
 
   /** interrupt aborts the attempts in flight (the core is closing); they are sent again later. */
-  interrupt(): void {
+  async interrupt(): Promise<void> {
     this.stopping = true;
     for (const c of this.inflight) c.abort(new Error('stopping'));
+    await this.settle();
   }
 
   /**
@@ -294,29 +338,22 @@ export class Webhooks {
 
   /** attempt sends one delivery once and records the attempt and the delivery's next state. */
   private async attempt(d: WebhookDeliveryRow, token: string): Promise<void> {
-    const { webhook_timeout_seconds: timeoutS, webhook_max_attempts: max } = this.ctx.config.events;
+    const { webhook_timeout_seconds: timeoutS } = this.ctx.config.events;
     const abort = new AbortController();
     this.inflight.add(abort);
     const timer = setTimeout(() => abort.abort(new Error('timeout')), timeoutS * 1000);
     let status = 0;
     let message: string;
     try {
-      const res = await fetch(d.url, {
-        method: d.method,
-        headers: JSON.parse(d.request_headers) as Record<string, string>,
-        body: d.body,
-        // A redirect is an answer, not a success: following it could send the Action elsewhere.
-        redirect: 'manual',
-        signal: abort.signal,
+      const answer = await send(d, abort.signal, (code) => {
+        status = code;
       });
-      status = res.status;
-      await drain(res);
       message =
         status === 200 || status === 204
           ? `delivered (HTTP ${status})`
           : status >= 300 && status < 400
-            ? `HTTP ${status} redirect, not followed${res.headers.get('location') ? ` (to ${res.headers.get('location')})` : ''}`
-            : `HTTP ${status}${res.statusText ? ` ${res.statusText}` : ''}`;
+            ? `HTTP ${status} redirect, not followed${answer.location ? ` (to ${answer.location})` : ''}`
+            : `HTTP ${status}${answer.statusText ? ` ${answer.statusText}` : ''}`;
     } catch (err) {
       const reason = abort.signal.aborted ? (abort.signal.reason as Error | undefined)?.message : undefined;
       if (reason === 'timeout') message = `timed out after ${timeoutS} s${status ? ` (HTTP ${status})` : ''}`;
@@ -328,27 +365,74 @@ export class Webhooks {
     }
     const success = status === 200 || status === 204;
     const interrupted = abort.signal.aborted && (abort.signal.reason as Error).message === 'stopping';
-    const now = new Date();
-    await this.ctx.db.work(async (em) => {
-      await em.insert(WebhookAttemptEntity, attemptRow(d, now, status, message, success));
-      const attempts = interrupted ? d.attempts : d.attempts + 1;
-      const backoffMs =
-        this.ctx.config.events.webhook_backoff_seconds * 1000 * 2 ** Math.max(0, attempts - 1);
-      await em
-        .createQueryBuilder()
-        .update(WebhookDeliveryEntity)
-        .set({
-          status: success ? 'succeeded' : attempts >= max ? 'failed' : 'pending',
-          attempts,
-          next_attempt_at: interrupted ? now : new Date(now.getTime() + backoffMs),
-          lease: null,
-          locked_until: null,
-        })
-        .where('id = :id AND lease = :token', { id: d.id, token })
-        .execute();
+    await new Promise<void>((resolve, reject) => {
+      this.outcomes.push({
+        d,
+        token,
+        at: new Date(),
+        status,
+        message,
+        success,
+        interrupted,
+        written: { resolve, reject },
+      });
+      this.writing ??= this.writeOutcomes();
     });
     if (!success && !interrupted)
       this.ctx.log.info('webhook delivery failed', { delivery: d.id, url: d.url, status, message });
+  }
+
+  /** writeOutcomes writes finished attempts, each time all that finished meanwhile in one unit of work. */
+  private async writeOutcomes(): Promise<void> {
+    const { webhook_max_attempts: max, webhook_backoff_seconds: backoffS } = this.ctx.config.events;
+    while (this.outcomes.length > 0) {
+      const batch = this.outcomes;
+      this.outcomes = [];
+      try {
+        await this.ctx.db.work(async (em) => {
+          await em
+            .createQueryBuilder()
+            .insert()
+            .into(WebhookAttemptEntity)
+            .values(batch.map((o) => attemptRow(o.d, o.at, o.status, o.message, o.success)))
+            .updateEntity(false)
+            .execute();
+          // Successes of one claim in one statement; each other outcome has its own next state.
+          const delivered = new Map<string, number[]>();
+          for (const o of batch) {
+            if (o.success) {
+              delivered.set(o.token, [...(delivered.get(o.token) ?? []), o.d.id]);
+              continue;
+            }
+            const attempts = o.interrupted ? o.d.attempts : o.d.attempts + 1;
+            const backoffMs = backoffS * 1000 * 2 ** Math.max(0, attempts - 1);
+            await em
+              .createQueryBuilder()
+              .update(WebhookDeliveryEntity)
+              .set({
+                status: attempts >= max ? 'failed' : 'pending',
+                attempts,
+                next_attempt_at: o.interrupted ? o.at : new Date(o.at.getTime() + backoffMs),
+                lease: null,
+                locked_until: null,
+              })
+              .where('id = :id AND lease = :token', { id: o.d.id, token: o.token })
+              .execute();
+          }
+          for (const [token, ids] of delivered)
+            await em
+              .createQueryBuilder()
+              .update(WebhookDeliveryEntity)
+              .set({ status: 'succeeded', attempts: () => 'attempts + 1', lease: null, locked_until: null })
+              .where('id IN (:...ids) AND lease = :token', { ids, token })
+              .execute();
+        });
+        for (const o of batch) o.written.resolve();
+      } catch (err) {
+        for (const o of batch) o.written.reject(err);
+      }
+    }
+    this.writing = null;
   }
 }
 
@@ -372,27 +456,4 @@ function attemptRow(
     path: d.path,
     folder: d.folder,
   };
-}
-
-/** drain reads at most MAX_ANSWER_BYTES of an answer and drops the rest. */
-async function drain(res: Response): Promise<void> {
-  if (!res.body) return;
-  const reader = res.body.getReader();
-  let read = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    read += value.byteLength;
-    if (read > MAX_ANSWER_BYTES) {
-      await reader.cancel().catch(() => undefined);
-      return;
-    }
-  }
-}
-
-/** describeNetworkError explains a request that got no answer (fetch hides the cause one level down). */
-function describeNetworkError(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  if (cause?.code) return `no answer: ${cause.code}${cause.message ? ` (${cause.message})` : ''}`;
-  return `no answer: ${cause?.message ?? (err as Error).message ?? String(err)}`;
 }

@@ -314,6 +314,7 @@ describe(`webhooks (${dbKind})`, function () {
         await em.update(WebhookDeliveryEntity, { path: 'live.txt' }, live);
       });
       await core.events.webhooks.tick();
+      await core.events.webhooks.settle();
 
       const rows = await core.db.read((em) => em.find(WebhookDeliveryEntity));
       const attempts = await core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
