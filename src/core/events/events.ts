@@ -13,7 +13,7 @@ import { Loop } from './loop.ts';
 import { Webhooks } from './webhooks.ts';
 
 // How soon after an Action is committed its webhook deliveries are claimed.
-const WAKE_DELAY_MS = 50;
+const WAKE_DELAY_MS = 200;
 
 /** Events owns webhooks, exports, e-mail notifications and pruning, and their loops. */
 export class Events {

@@ -50,6 +50,8 @@ export const SIGNATURE_HEADER = 'X-Svc-Signature';
 const FILE_ACTIONS = ['create', 'read', 'update', 'destroy', 'move', 'copy'];
 // Deliveries one instance sends at once.
 const BATCH = 32;
+// How long finished attempts wait for others before they are written in one unit of work.
+const GATHER_MS = 10;
 // The attempt row of a claim whose instance stopped before it could record the answer.
 const LOST =
   'no result recorded: the instance sending this delivery stopped (the receiver may have received it)';
@@ -128,8 +130,8 @@ interface Outcome {
 
 /**
  * Webhooks queues, sends, logs and retries webhook deliveries. Up to BATCH deliveries are in
- * flight at once; a slot freed by a finished attempt is filled at once (`onSlotFree` wakes the
- * loop), so a hanging target holds one slot, not the others. Finished attempts are written
+ * flight at once; while more are due, a slot freed by a finished attempt is filled at once
+ * (`onSlotFree` wakes the loop), so a hanging target holds one slot, not the others. Finished attempts are written
  * together, one unit of work for all that finished meanwhile (group commit): on SQLite each unit
  * of work is a commit the uploads queue behind.
  */
@@ -138,6 +140,7 @@ export class Webhooks {
   private readonly sending = new Set<Promise<void>>();
   private outcomes: Outcome[] = [];
   private writing: Promise<void> | null = null;
+  private backlog = false;
   private stopping = false;
 
   constructor(
@@ -151,33 +154,40 @@ export class Webhooks {
     if (hooks.length === 0) return 0;
     const body = actionBody(a);
     const now = new Date();
-    await em.insert(
-      WebhookDeliveryEntity,
-      hooks.map((h) => {
-        const headers: Record<string, string> = {
-          ...(h.headers ?? {}),
-          'Content-Type': 'application/json',
-          'User-Agent': 'svc-gateway-webhook',
-          'X-Svc-Action-Id': String(a.id),
-        };
-        if (h.secret) headers[SIGNATURE_HEADER] = sign(h.secret, body);
-        return {
-          action_id: a.id,
-          created_at: now,
-          url: h.url,
-          method: h.method ?? 'POST',
-          request_headers: JSON.stringify(headers),
-          body,
-          path: a.path,
-          folder: a.path === '' ? '' : parentOf(a.path),
-          status: 'pending' as const,
-          attempts: 0,
-          next_attempt_at: now,
-          locked_until: null,
-          lease: null,
-        };
-      }),
-    );
+    // updateEntity(false): nothing is read back, so the Action's unit of work (and the upload
+    // waiting on it) pays for one INSERT only.
+    await em
+      .createQueryBuilder()
+      .insert()
+      .into(WebhookDeliveryEntity)
+      .updateEntity(false)
+      .values(
+        hooks.map((h) => {
+          const headers: Record<string, string> = {
+            ...(h.headers ?? {}),
+            'Content-Type': 'application/json',
+            'User-Agent': 'svc-gateway-webhook',
+            'X-Svc-Action-Id': String(a.id),
+          };
+          if (h.secret) headers[SIGNATURE_HEADER] = sign(h.secret, body);
+          return {
+            action_id: a.id,
+            created_at: now,
+            url: h.url,
+            method: h.method ?? 'POST',
+            request_headers: JSON.stringify(headers),
+            body,
+            path: a.path,
+            folder: a.path === '' ? '' : parentOf(a.path),
+            status: 'pending' as const,
+            attempts: 0,
+            next_attempt_at: now,
+            locked_until: null,
+            lease: null,
+          };
+        }),
+      )
+      .execute();
     return hooks.length;
   }
 
@@ -189,6 +199,9 @@ export class Webhooks {
     const free = BATCH - this.sending.size;
     if (this.stopping || free <= 0) return false;
     const { token, rows, claimed } = await this.claim(free);
+    // Only a full claim may have left due deliveries behind: then each freed slot is filled at
+    // once. Otherwise new work waits for the loop's wake, so bursts are claimed together.
+    this.backlog = claimed === free;
     for (const d of rows) {
       const sent: Promise<void> = this.attempt(d, token)
         .catch((err: unknown) => {
@@ -197,7 +210,7 @@ export class Webhooks {
         })
         .finally(() => {
           this.sending.delete(sent);
-          this.onSlotFree();
+          if (this.backlog) this.onSlotFree();
         });
       this.sending.add(sent);
     }
@@ -385,6 +398,8 @@ export class Webhooks {
   /** writeOutcomes writes finished attempts, each time all that finished meanwhile in one unit of work. */
   private async writeOutcomes(): Promise<void> {
     const { webhook_max_attempts: max, webhook_backoff_seconds: backoffS } = this.ctx.config.events;
+    // Answers of one claim come within a few ms of each other: wait that long to write them together.
+    await new Promise((r) => setTimeout(r, GATHER_MS));
     while (this.outcomes.length > 0) {
       const batch = this.outcomes;
       this.outcomes = [];
