@@ -125,15 +125,14 @@ interface Outcome {
   message: string;
   success: boolean;
   interrupted: boolean;
-  written: { resolve: () => void; reject: (err: unknown) => void };
 }
 
 /**
  * Webhooks queues, sends, logs and retries webhook deliveries. Up to BATCH deliveries are in
- * flight at once; while more are due, a slot freed by a finished attempt is filled at once
- * (`onSlotFree` wakes the loop), so a hanging target holds one slot, not the others. Finished attempts are written
- * together, one unit of work for all that finished meanwhile (group commit): on SQLite each unit
- * of work is a commit the uploads queue behind.
+ * flight at once; while more are due, a slot freed by an answer is filled at once (`onSlotFree`
+ * wakes the loop), so a hanging target holds one slot, not the others. Answers are written
+ * together, one unit of work for all that came meanwhile (group commit): on SQLite each unit of
+ * work is a commit the uploads queue behind.
  */
 export class Webhooks {
   private readonly inflight = new Set<AbortController>();
@@ -205,8 +204,9 @@ export class Webhooks {
     for (const d of rows) {
       const sent: Promise<void> = this.attempt(d, token)
         .catch((err: unknown) => {
-          // The lease runs out and the delivery is sent again, after a "no result" record.
-          this.ctx.log.warn('webhook attempt not recorded', { delivery: d.id, error: String(err) });
+          // A bug, not a receiver's fault: the lease runs out and the delivery is sent again,
+          // after a "no result" record.
+          this.ctx.log.warn('webhook attempt failed unexpectedly', { delivery: d.id, error: String(err) });
         })
         .finally(() => {
           this.sending.delete(sent);
@@ -219,7 +219,10 @@ export class Webhooks {
 
   /** settle resolves once every attempt in flight is answered and written. */
   async settle(): Promise<void> {
-    while (this.sending.size > 0) await Promise.allSettled([...this.sending]);
+    while (this.sending.size > 0 || this.writing) {
+      await Promise.allSettled([...this.sending]);
+      await this.writing;
+    }
   }
 
   /** interrupt aborts the attempts in flight (the core is closing); they are sent again later. */
@@ -378,19 +381,9 @@ export class Webhooks {
     }
     const success = status === 200 || status === 204;
     const interrupted = abort.signal.aborted && (abort.signal.reason as Error).message === 'stopping';
-    await new Promise<void>((resolve, reject) => {
-      this.outcomes.push({
-        d,
-        token,
-        at: new Date(),
-        status,
-        message,
-        success,
-        interrupted,
-        written: { resolve, reject },
-      });
-      this.writing ??= this.writeOutcomes();
-    });
+    // The slot is free once the answer is in; the outcome is written with others (writeOutcomes).
+    this.outcomes.push({ d, token, at: new Date(), status, message, success, interrupted });
+    this.writing ??= this.writeOutcomes();
     if (!success && !interrupted)
       this.ctx.log.info('webhook delivery failed', { delivery: d.id, url: d.url, status, message });
   }
@@ -442,9 +435,12 @@ export class Webhooks {
               .where('id IN (:...ids) AND lease = :token', { ids, token })
               .execute();
         });
-        for (const o of batch) o.written.resolve();
       } catch (err) {
-        for (const o of batch) o.written.reject(err);
+        // The leases run out and these deliveries are sent again, after a "no result" record.
+        this.ctx.log.warn('webhook attempts not recorded', {
+          deliveries: batch.map((o) => o.d.id),
+          error: (err as Error).message ?? String(err),
+        });
       }
     }
     this.writing = null;
