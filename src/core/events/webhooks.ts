@@ -254,6 +254,16 @@ export class Webhooks {
             : `A later attempt of webhook delivery ${id} succeeded; there is nothing to retry`,
         );
       }
+      const now = new Date();
+      if (delivery.lease !== null) {
+        if (delivery.locked_until && delivery.locked_until > now)
+          throw new GatewayError(
+            'processing-failure/resource-locked',
+            `Webhook delivery ${id} is being sent right now; retry once its attempt is recorded`,
+          );
+        // The instance that held it stopped mid-attempt: log that attempt, as a claim would.
+        await em.insert(WebhookAttemptEntity, attemptRow(delivery, now, 0, `${LOST}; sending again (retry)`));
+      }
       await em.update(
         WebhookDeliveryEntity,
         { id: delivery.id },
@@ -261,7 +271,9 @@ export class Webhooks {
           status: 'pending',
           // One more attempt, however many the delivery already used.
           attempts: Math.min(delivery.attempts, max - 1),
-          next_attempt_at: new Date(),
+          next_attempt_at: now,
+          lease: null,
+          locked_until: null,
         },
       );
     });

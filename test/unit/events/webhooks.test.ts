@@ -349,6 +349,55 @@ describe(`webhooks (${dbKind})`, function () {
     }
   });
 
+  it('retry of a delivery whose sender died logs the lost attempt first; one being sent is refused', async () => {
+    t = await open([{ url: `${receiver.url}/h` }], { webhook_max_attempts: 2 });
+    receiver.answer = () => 500;
+    await put(t.core, 'f.txt', 'x');
+    const failed = await until('the delivery to fail', () =>
+      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
+    );
+    const [last] = await t.core.db.read((em) =>
+      em.find(WebhookAttemptEntity, { where: { delivery_id: failed.id }, order: { id: 'DESC' }, take: 1 }),
+    );
+    // As an instance sending it would leave it: pending, leased, still live.
+    const lease = (until: number) =>
+      t!.core.db.work((em) =>
+        em.update(
+          WebhookDeliveryEntity,
+          { id: failed.id },
+          // Not due before the retry, so this core's own loop leaves it alone meanwhile.
+          {
+            status: 'pending',
+            lease: 'other-instance',
+            locked_until: new Date(until),
+            next_attempt_at: new Date(Date.now() + 3_600_000),
+          },
+        ),
+      );
+    await lease(Date.now() + 60_000);
+    const busy = await t.core.events.webhooks.retry(operatorPrincipal(), last!.id).catch((e: unknown) => e);
+    expect(busy).to.have.property('type', 'processing-failure/resource-locked');
+    // Its instance died: the retry records that attempt, then sends once more.
+    await lease(Date.now() - 1000);
+    receiver.answer = () => 200;
+    await t.core.events.webhooks.retry(operatorPrincipal(), last!.id);
+    const done = await until('the retried delivery to succeed', () =>
+      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { id: failed.id, status: 'succeeded' })),
+    );
+    expect(done.lease).to.equal(null);
+    const log = await t.core.db.read((em) =>
+      em.find(WebhookAttemptEntity, { where: { delivery_id: failed.id }, order: { id: 'ASC' } }),
+    );
+    expect(log.map((a) => [a.status, a.success])).to.deep.equal([
+      [500, false],
+      [500, false],
+      [0, false],
+      [200, true],
+    ]);
+    expect(log[2]!.message).to.match(LOST);
+    expect(receiver.received).to.have.length(3);
+  });
+
   it('an instance killed mid-delivery: each delivery in flight is logged "no result", sent again, none lost', async function () {
     this.timeout(120_000);
     const N = 40;
