@@ -57,13 +57,51 @@ const ipOrCidr = z.string().refine(
 const positiveInt = z.coerce.number().int().positive();
 
 // One outgoing webhook (issue 7): where to send file Actions, which ones, and how to sign them.
+// SPEC's Action names a webhook may filter on; a misspelt one would silently never match.
+const ACTION_NAMES = [
+  'create',
+  'read',
+  'update',
+  'destroy',
+  'move',
+  'copy',
+  'login',
+  'failedlogin',
+  'user_create',
+  'user_update',
+  'user_destroy',
+  'group_create',
+  'group_update',
+  'group_destroy',
+  'permission_create',
+  'permission_destroy',
+  'api_key_create',
+  'api_key_update',
+  'api_key_destroy',
+  'public_key_create',
+  'public_key_destroy',
+] as const;
+const isHttpUrl = (v: string) => {
+  try {
+    const u = new URL(v);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+  } catch {
+    return false;
+  }
+};
 const webhook = z.object({
-  url: z.string().refine((v) => /^https?:\/\/[^/]+/.test(v), { message: 'an http(s) URL' }),
+  url: z.string().refine(isHttpUrl, { message: 'an http(s) URL' }),
   folder: z.string().optional(),
   path: z.string().optional(),
-  actions: z.array(z.string().min(1)).optional(),
+  actions: z.array(z.enum(ACTION_NAMES)).optional(),
   method: z.enum(['POST', 'PUT', 'PATCH']).optional(),
-  headers: z.record(z.string(), z.string()).optional(),
+  // Checked here, or every attempt would fail on a header Node refuses to send.
+  headers: z
+    .record(z.string(), z.string().regex(/^[^\r\n\0]*$/, 'header values are one line'))
+    .refine((h) => Object.keys(h).every((name) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)), {
+      message: "header names are HTTP tokens (letters, digits and !#$%&'*+-.^_`|~)",
+    })
+    .optional(),
   secret: z.string().optional(),
 });
 
@@ -271,7 +309,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Raw 
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => {
       const key = issue.path.join('.');
-      const envName = Object.entries(envKeys).find(([, k]) => k === key)?.[0];
+      // The variable that sets this key or a section holding it (SVC_WEBHOOKS for webhooks.0.url).
+      const envName = Object.entries(envKeys).find(([, k]) => key === k || key.startsWith(`${k}.`))?.[0];
       return `setting ${key}${envName ? ` (${envName})` : ''}: ${issue.message}`;
     });
     throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);

@@ -58,6 +58,19 @@ describe('config', () => {
       .and.include('CIDR');
     expect(failure({ SVC_BIND: 'everywhere' })).to.include('bind (SVC_BIND)');
     expect(failure({ SVC_LOG_LEVEL: 'loud' })).to.include('log_level (SVC_LOG_LEVEL)');
+    expect(failure({ SVC_WEBHOOKS: '{"url": "http://x"' })).to.include('SVC_WEBHOOKS: not a JSON array');
+    expect(failure({ SVC_WEBHOOKS: '[{"url": "ftp://hooks.example.com/"}]' }))
+      .to.include('SVC_WEBHOOKS')
+      .and.include('an http(s) URL');
+    expect(failure({ SVC_WEBHOOKS: '[{"url": "https://h.example.com/", "actions": ["craete"]}]' }))
+      .to.include('SVC_WEBHOOKS')
+      .and.include('"create"');
+    expect(
+      failure({ SVC_WEBHOOKS: '[{"url": "https://h.example.com/", "headers": {"Bad Name": "x"}}]' }),
+    ).to.include('HTTP tokens');
+    expect(
+      failure({ SVC_WEBHOOKS: '[{"url": "https://h.example.com/", "headers": {"X-A": "a\\r\\nX-B: b"}}]' }),
+    ).to.include('one line');
   });
 
   it('reads an operator file named by SVC_CONFIG, under the environment', async () => {
