@@ -22,14 +22,16 @@ export class Events {
   readonly mail: Mailer;
   readonly retention: Retention;
   private readonly loops: Loop[] = [];
+  private readonly byName = new Map<string, Loop>();
   private readonly detach: () => void;
 
   constructor(
     private readonly ctx: CoreContext,
     store: BlobStore,
   ) {
-    this.webhooks = new Webhooks(ctx, () => this.loops[0]?.wake());
-    this.exports = new Exports(ctx, store);
+    this.webhooks = new Webhooks(ctx, () => this.byName.get('webhooks')?.wake());
+    // A new export is built at once by this instance (any instance would pick it up within a poll).
+    this.exports = new Exports(ctx, store, () => this.byName.get('exports')?.wake());
     this.mail = new Mailer(ctx);
     this.retention = new Retention(ctx);
     this.detach = addActionSink(ctx.db.source, async (em, action) => {
@@ -37,7 +39,7 @@ export class Events {
         // Woken after the caller's commit, a little later so a burst of Actions (an upload of
         // many files) is claimed in one unit of work instead of one each: on SQLite every claim
         // is a commit the next upload would wait behind.
-        this.loops[0]?.wake(WAKE_DELAY_MS);
+        this.byName.get('webhooks')?.wake(WAKE_DELAY_MS);
       }
       await this.mail.enqueue(em, action);
     });
@@ -51,7 +53,10 @@ export class Events {
     this.loops.push(new Loop('mail', every, () => this.mail.tick(), this.ctx.log));
     // Pruning needs no hurry: once a minute (or at once again while a backlog lasts).
     this.loops.push(new Loop('retention', 60_000, () => this.retention.tick(), this.ctx.log));
-    for (const loop of this.loops) loop.start();
+    for (const loop of this.loops) {
+      this.byName.set(loop.name, loop);
+      loop.start();
+    }
   }
 
   /** stop interrupts deliveries in flight, ends the loops and detaches from recordAction. */

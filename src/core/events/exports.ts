@@ -149,6 +149,7 @@ export class Exports {
   constructor(
     private readonly ctx: CoreContext,
     private readonly store: BlobStore,
+    private readonly onCreated: () => void = () => undefined,
   ) {
     this.signer = new Signer(ctx.secret, 'action-notification-export');
   }
@@ -206,6 +207,7 @@ export class Exports {
         }),
       );
     });
+    this.onCreated();
     return this.view(row);
   }
 

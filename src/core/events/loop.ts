@@ -16,7 +16,7 @@ export class Loop {
   private stopped = true;
 
   constructor(
-    private readonly name: string,
+    readonly name: string,
     private readonly intervalMs: number,
     private readonly tick: () => Promise<boolean>,
     private readonly log: Logger,

@@ -9,7 +9,7 @@
  * ActionNotificationExportResult.
  */
 import { createHmac, randomUUID } from 'node:crypto';
-import type { EntityManager } from 'typeorm';
+import { In, type EntityManager } from 'typeorm';
 import type { Config } from '../../config.ts';
 import {
   WebhookAttemptEntity,
@@ -290,38 +290,62 @@ export class Webhooks {
     // The lease outlives the longest attempt, so only a stopped instance's claims expire.
     const until = new Date(now + (timeoutS + graceS) * 1000);
     return this.ctx.db.work(async (em) => {
+      const postgres = this.ctx.db.kind === 'postgres';
       const qb = em
         .createQueryBuilder(WebhookDeliveryEntity, 'd')
-        .select(['d.id', 'd.lease'])
         .where("d.status = 'pending'")
         .andWhere('d.next_attempt_at <= :now', { now })
         .andWhere('(d.locked_until IS NULL OR d.locked_until < :now)', { now })
-        .orderBy('d.id', 'ASC')
+        // The order of the webhook_deliveries_pending index: read in order, no sort of the backlog.
+        .orderBy('d.next_attempt_at', 'ASC')
+        .addOrderBy('d.id', 'ASC')
         .limit(n);
-      if (this.ctx.db.kind === 'postgres') qb.setLock('pessimistic_write').setOnLocked('skip_locked');
+      // PostgreSQL locks the rows it reads (others skip them), so they are read whole, once.
+      if (postgres) {
+        qb.setLock('pessimistic_write').setOnLocked('skip_locked');
+        // Statistics lag behind a queue (10,000 rows queued a second ago look like none), and the
+        // planner then reads and sorts the whole backlog: walk the pending index in order instead.
+        await em.query('SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off');
+      } else qb.select(['d.id', 'd.lease']);
       const due = await qb.getMany();
       if (due.length === 0) return { token, rows: [], claimed: 0 };
       // A due row that still has a lease: its instance stopped before recording a result.
       const orphaned = new Set(due.filter((r) => r.lease !== null).map((r) => r.id));
-      // Conditional, so a row another instance claimed (or sent and released) meanwhile is not
-      // taken over; split on the old lease, so `orphaned` rows are exactly those taken over.
-      for (const [ids, lease] of [
-        [due.filter((r) => !orphaned.has(r.id)).map((r) => r.id), 'lease IS NULL'],
-        [[...orphaned], 'lease IS NOT NULL'],
-      ] as const) {
-        if (ids.length === 0) continue;
+      let rows: WebhookDeliveryRow[];
+      if (postgres) {
         await em
           .createQueryBuilder()
           .update(WebhookDeliveryEntity)
           .set({ lease: token, locked_until: until })
-          .where('id IN (:...ids)', { ids })
-          .andWhere(lease)
-          .andWhere("status = 'pending'")
-          .andWhere('next_attempt_at <= :now', { now })
-          .andWhere('(locked_until IS NULL OR locked_until < :now)', { now })
+          .where('id IN (:...ids)', { ids: due.map((r) => r.id) })
           .execute();
+        rows = due.map((r) => ({ ...r, lease: token, locked_until: until }));
+      } else {
+        // Another connection may write between this read and the update (SQLite locks the file
+        // only once a transaction writes): conditional, so a row another instance claimed (or
+        // sent and released) meanwhile is not taken over; split on the old lease, so `orphaned`
+        // rows are exactly those taken over.
+        for (const [ids, lease] of [
+          [due.filter((r) => !orphaned.has(r.id)).map((r) => r.id), 'lease IS NULL'],
+          [[...orphaned], 'lease IS NOT NULL'],
+        ] as const) {
+          if (ids.length === 0) continue;
+          await em
+            .createQueryBuilder()
+            .update(WebhookDeliveryEntity)
+            .set({ lease: token, locked_until: until })
+            .where('id IN (:...ids)', { ids })
+            .andWhere(lease)
+            .andWhere("status = 'pending'")
+            .andWhere('next_attempt_at <= :now', { now })
+            .andWhere('(locked_until IS NULL OR locked_until < :now)', { now })
+            .execute();
+        }
+        rows = await em.find(WebhookDeliveryEntity, {
+          where: { id: In(due.map((r) => r.id)), lease: token },
+          order: { id: 'ASC' },
+        });
       }
-      const rows = await em.find(WebhookDeliveryEntity, { where: { lease: token }, order: { id: 'ASC' } });
       const lost = rows.filter((d) => orphaned.has(d.id));
       // Only a crash recovery writes more here; the normal path stays one UPDATE.
       const givenUp = lost.length > 0 ? await this.recordLost(em, lost, new Date(now)) : new Set<number>();
