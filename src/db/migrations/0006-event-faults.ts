@@ -2,9 +2,10 @@ import { TableColumn, TableIndex, type MigrationInterface, type QueryRunner } fr
 
 /**
  * EventFaults1764460800000 (issue 7, second part): webhook-log exports keep their CSV in the blob
- * store (streamed, never a whole text column) and are built under a lease, by one instance; a queued e-mail change counts its failed sends and
- * keeps the last error, so an unreachable SMTP server leaves an explainable state; webhook claims
- * read an index of pending deliveries only, however long the delivery log grows.
+ * store (streamed, never a whole text column) and are built under a lease, by one instance; a
+ * queued e-mail change counts its failed sends and keeps the last error, so an unreachable SMTP
+ * server leaves an explainable state; webhook claims read an index of pending deliveries only,
+ * however long the delivery log grows.
  */
 export class EventFaults1764460800000 implements MigrationInterface {
   name = 'EventFaults1764460800000';
