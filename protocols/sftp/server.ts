@@ -56,7 +56,14 @@ export function loadHostKeys(dir: string): string[] {
   return specs.map(({ file, make }) => {
     const full = path.join(dir, file);
     if (!existsSync(full)) {
-      const pair = make();
+      // About one Ed25519 key in a hundred that ssh2 generates, its own parser refuses
+      // ("Malformed OpenSSH private key"; 3 of 300 here): SFTP would then never start, so
+      // generate until ssh2 reads the key back.
+      let pair = make();
+      for (let tries = 1; utils.parseKey(pair.private) instanceof Error; tries++) {
+        if (tries === 10) throw new Error(`ssh2 cannot read the ${file} it generated`);
+        pair = make();
+      }
       writeFileSync(full, pair.private, { mode: 0o600 });
       writeFileSync(`${full}.pub`, `${pair.public}\n`, { mode: 0o644 });
     }
