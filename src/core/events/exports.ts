@@ -305,8 +305,15 @@ export class Exports {
           bytes: size,
         });
     } catch (err) {
-      const message = (err as Error).message ?? String(err);
-      this.ctx.log.warn('action notification export failed', { export: row.id, error: message });
+      // The cause (a path on disk, a storage error) is for the operator's log; the client gets
+      // an id to find it by, as with any error that is not a GatewayError.
+      const instance = randomUUID();
+      const message = `the CSV could not be written (error ${instance}; the gateway log has the cause)`;
+      this.ctx.log.warn('action notification export failed', {
+        export: row.id,
+        instance,
+        error: (err as Error).message ?? String(err),
+      });
       await this.ctx.db.work(async (em) => {
         await this.discard(em, blobId);
         await em.update(

@@ -3,6 +3,8 @@
  * without folder or path), the background build to `ready`, the signed CSV at results_url, and
  * the results endpoint's cursor pages (X-Svc-Cursor-Next only).
  */
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { expect } from 'chai';
 import { parse } from 'csv-parse/sync';
 import { BlobGarbageEntity, ExportEntity, WebhookAttemptEntity } from '../../../src/db/entities.ts';
@@ -291,6 +293,34 @@ describe(`REST action notification exports (${dbKind})`, function () {
     await new Promise((res) => setTimeout(res, 200));
     const row = await gw.core.db.read((em) => em.findOneByOrFail(ExportEntity, { id: held }));
     expect(row).to.include({ status: 'building', lease: 'other-instance' });
+  });
+
+  it('ends failed, saying why, when its CSV cannot be stored; results then answer export-not-ready', async () => {
+    // A broken disk, as the blob store meets it: the blobs folder is a file.
+    const blobs = path.join(gw.config.data_dir, 'blobs');
+    renameSync(blobs, `${blobs}.moved`);
+    writeFileSync(blobs, 'not a folder');
+    try {
+      const r = await gw.request('POST', `${API}/action_notification_exports`, {
+        headers: site(),
+        body: { query_folder: 'team' },
+      });
+      expect(r.status, r.text).to.equal(201);
+      const done = await ready(r.json.id as number, site());
+      expect(done).to.include({ status: 'failed', results_url: '' });
+      const results = await gw.request(
+        'GET',
+        `${API}/action_notification_export_results?action_notification_export_id=${r.json.id}`,
+        { headers: site() },
+      );
+      expectError(results, 422, 'processing-failure/export-not-ready');
+      // Why, without the server's paths: an id to find the cause in the gateway's log.
+      expect(results.json.error).to.match(/failed: the CSV could not be written \(error [0-9a-f-]{36};/);
+      expect(results.json.error).not.to.include(gw.config.data_dir);
+    } finally {
+      rmSync(blobs);
+      renameSync(`${blobs}.moved`, blobs);
+    }
   });
 
   it('retention deletes exports older than retention_days and queues their CSV blobs', async () => {
