@@ -65,6 +65,8 @@ export class Events {
     this.mail.interrupt();
     await Promise.all(this.loops.map((l) => l.stop()));
     await interrupted;
+    // A tick that was claiming when the loops stopped has handed its claims back by now.
+    await this.webhooks.settle();
     this.detach();
   }
 }

@@ -198,6 +198,13 @@ export class Webhooks {
     const free = BATCH - this.sending.size;
     if (this.stopping || free <= 0) return false;
     const { token, rows, claimed } = await this.claim(free);
+    if (this.stopping) {
+      // The core began closing during the claim: hand the deliveries back unsent.
+      await this.ctx.db.work((em) =>
+        em.update(WebhookDeliveryEntity, { lease: token }, { lease: null, locked_until: null }),
+      );
+      return false;
+    }
     // Only a full claim may have left due deliveries behind: then each freed slot is filled at
     // once. Otherwise new work waits for the loop's wake, so bursts are claimed together.
     this.backlog = claimed === free;
