@@ -134,8 +134,14 @@ export class Mailer {
     if (rows.length === 0) return false;
     const userId = rows[0]!.user_id;
     const user = await this.ctx.db.read((em) => em.findOneBy(UserEntity, { id: userId }));
+    // Rights checked again at send time: one revoked during the window hides those files too.
+    const told = user ? await this.stillVisible(user, rows) : rows;
+    if (told.length === 0) {
+      await this.ctx.db.work((em) => em.delete(MailChangeEntity, { lease: token }));
+      return true;
+    }
     try {
-      await this.send(userId, user, rows);
+      await this.send(userId, user, told);
     } catch (err) {
       if (this.stopping.signal.aborted) await this.release(token);
       else await this.recordFailure(token, userId, user, rows, err);
@@ -143,6 +149,21 @@ export class Mailer {
     }
     await this.ctx.db.work((em) => em.delete(MailChangeEntity, { lease: token }));
     return true;
+  }
+
+  /** stillVisible keeps the changes to files the user may still list (rights are per folder). */
+  private async stillVisible(user: UserRow, rows: MailChangeRow[]): Promise<MailChangeRow[]> {
+    const p: Principal = { user, apiKey: null, sessionDigest: null, interface: 'restapi', ip: '' };
+    const listable = new Map<string, boolean>();
+    return this.ctx.db.read(async (em) => {
+      const kept: MailChangeRow[] = [];
+      for (const r of rows) {
+        const folder = parentOf(r.path);
+        if (!listable.has(folder)) listable.set(folder, (await rightsOn(em, p, r.path)).has('list'));
+        if (listable.get(folder)) kept.push(r);
+      }
+      return kept;
+    });
   }
 
   /** claim leases the due changes of one user to `token` and returns them, oldest first. */

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { expect } from 'chai';
 import { operatorPrincipal, type Core } from '../../../src/core/index.ts';
-import { MailChangeEntity, type MailChangeRow } from '../../../src/db/entities.ts';
+import { MailChangeEntity, PermissionEntity, type MailChangeRow } from '../../../src/db/entities.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { closedPort, startBrokenServer, startSmtp, type Received } from './smtp.ts';
 
@@ -367,6 +367,36 @@ describe(`e-mail notifications (${dbKind})`, function () {
       for (const f of files) expect(to(addr)).to.include(`/${f}`);
       expect(to(addr)).to.match(/Subject: 3 files changed/);
     }
+  });
+
+  it('a right revoked during the window hides those files from the message; all revoked, no message', async () => {
+    const smtp = await startSmtp();
+    cleanups.push(smtp.close);
+    t = await openTestCore({
+      events: { poll_interval_ms: 25, notification_batch_seconds: 600 },
+      smtp: { url: smtp.url, from: 'gw@example.test' },
+    });
+    const op = operatorPrincipal();
+    for (const dir of ['watched/keep', 'watched/lost']) await t.core.namespace.mkdir(op, dir);
+    const both = await makeUser(t.core, 'both@example.test', 'watched', {
+      'watched/keep': 'readonly',
+      'watched/lost': 'readonly',
+    });
+    const gone = await makeUser(t.core, 'gone@example.test', 'watched', { 'watched/lost': 'readonly' });
+    for (const f of ['watched/keep/k.txt', 'watched/lost/l.txt']) await put(t.core, f, f);
+    expect(await rowsOf(t.core)).to.have.length(3);
+    // Taken away after the changes were queued, before the message goes.
+    const lost = await t.core.db.read((em) => em.findBy(PermissionEntity, { path: 'watched/lost' }));
+    expect(lost.map((r) => r.user_id).sort()).to.deep.equal([both.id, gone.id].sort());
+    for (const r of lost) await t.core.permissions.remove(op, r.id);
+    await makeDue(t.core);
+    await until('the rows gone', async () => (await rowsOf(t!.core)).length === 0);
+    await sleep(300);
+    expect(smtp.received.map((m) => m.to[0])).to.deep.equal(['both@example.test']);
+    const body = bodyOf(smtp.received[0]!);
+    expect(body).to.include('/watched/keep/k.txt');
+    expect(body).not.to.include('/watched/lost/l.txt');
+    expect(body).to.match(/Subject: 1 file changed/);
   });
 
   it('1,000 file writes in one window make one message listing the 1,000 paths', async function () {
