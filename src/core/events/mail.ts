@@ -262,13 +262,18 @@ export class Mailer {
         greetingTimeout: t.greetingMs,
         socketTimeout: t.socketMs,
       });
+      // The signal ends the send (and closes its connection) at sendMs, inside the lease, or when
+      // the core closes. A plain timer, not AbortSignal.timeout inside AbortSignal.any: Node 20
+      // holds those weakly, and a garbage collection during the send can lose the timeout.
+      const abort = new AbortController();
+      const timer = setTimeout(() => abort.abort(), t.sendMs);
+      const stop = () => abort.abort();
+      this.stopping.signal.addEventListener('abort', stop, { once: true });
       try {
-        // The signal ends the send (and closes its connection) at sendMs, inside the lease.
-        await transport.sendMail({
-          ...message,
-          signal: AbortSignal.any([AbortSignal.timeout(t.sendMs), this.stopping.signal]),
-        });
+        await transport.sendMail({ ...message, signal: abort.signal });
       } finally {
+        clearTimeout(timer);
+        this.stopping.signal.removeEventListener('abort', stop);
         transport.close();
       }
       this.ctx.log.info('notification e-mail sent', { user_id: userId, changes: rows.length });
