@@ -39,19 +39,39 @@ export async function groupIdsOf(em: EntityManager, userId: number): Promise<num
 
 /** rightsOn computes the principal's capabilities on a site path (folder path form, '' = root). */
 export async function rightsOn(em: EntityManager, p: Principal, path: string): Promise<Set<Capability>> {
-  if (isSiteAdmin(p)) return new Set(ALL);
-  if (!p.user) return new Set();
+  return (await rightsOnEach(em, p, [path])).get(path)!;
+}
+
+/**
+ * rightsOnEach computes the principal's capabilities on each of `paths`, reading the permission
+ * rows of all their ancestors in one query (a batch of 1,000 files costs two queries, not 2,000).
+ */
+export async function rightsOnEach(
+  em: EntityManager,
+  p: Principal,
+  paths: readonly string[],
+): Promise<Map<string, Set<Capability>>> {
+  const out = new Map<string, Set<Capability>>();
+  if (isSiteAdmin(p) || !p.user) {
+    for (const path of paths) out.set(path, new Set(isSiteAdmin(p) ? ALL : []));
+    return out;
+  }
   const groups = await groupIdsOf(em, p.user.id);
-  const paths = ancestorsOf(path);
+  const ancestors = [...new Set(paths.flatMap((path) => ancestorsOf(path)))];
   const rows = await em.find(PermissionEntity, {
     where: [
-      { user_id: p.user.id, group_id: IsNull(), path: In(paths) },
-      ...(groups.length ? [{ group_id: In(groups), path: In(paths) }] : []),
+      { user_id: p.user.id, group_id: IsNull(), path: In(ancestors) },
+      ...(groups.length ? [{ group_id: In(groups), path: In(ancestors) }] : []),
     ],
   });
-  const caps = new Set<Capability>();
-  for (const row of rows) for (const c of levelCapabilities[row.permission]) caps.add(c);
-  return caps;
+  for (const path of paths) {
+    const mine = new Set(ancestorsOf(path));
+    const caps = new Set<Capability>();
+    for (const row of rows)
+      if (mine.has(row.path)) for (const c of levelCapabilities[row.permission]) caps.add(c);
+    out.set(path, caps);
+  }
+  return out;
 }
 
 /** requireCapability throws SPEC's not-authorized type when the principal lacks `cap` on `path`. */

@@ -61,11 +61,10 @@ export class Events {
 
   /** stop interrupts deliveries in flight, ends the loops and detaches from recordAction. */
   async stop(): Promise<void> {
-    const interrupted = this.webhooks.interrupt();
+    this.webhooks.interrupt();
     this.mail.interrupt();
+    // A tick still claiming hands its claims back; then every send in flight is recorded.
     await Promise.all(this.loops.map((l) => l.stop()));
-    await interrupted;
-    // A tick that was claiming when the loops stopped has handed its claims back by now.
     await this.webhooks.settle();
     this.detach();
   }

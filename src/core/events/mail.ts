@@ -24,7 +24,7 @@ import {
   type MailChangeRow,
   type UserRow,
 } from '../../db/entities.ts';
-import { rightsOn } from '../access/rights.ts';
+import { rightsOn, rightsOnEach } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { ancestorsOf, parentOf } from '../paths.ts';
 import type { Principal } from '../principal.ts';
@@ -66,6 +66,15 @@ function backoffMs(attempt: number): number {
   return Math.min(BACKOFF_FIRST_MS * 2 ** Math.max(attempt - 1, 0), BACKOFF_MAX_MS);
 }
 
+/** asUser is the user as a principal, to ask what they may list (not to act for them). */
+const asUser = (user: UserRow): Principal => ({
+  user,
+  apiKey: null,
+  sessionDigest: null,
+  interface: 'restapi',
+  ip: '',
+});
+
 /** Mailer queues file changes for subscribed users and mails each user's batch. */
 export class Mailer {
   /** timeouts bound every SMTP send; tests shorten them, and the lease follows (leaseMs). */
@@ -96,8 +105,7 @@ export class Mailer {
     const now = new Date();
     let queued = 0;
     for (const user of users) {
-      const p: Principal = { user, apiKey: null, sessionDigest: null, interface: 'restapi', ip: '' };
-      if (!(await rightsOn(em, p, a.path)).has('list')) continue;
+      if (!(await rightsOn(em, asUser(user), a.path)).has('list')) continue;
       // The user's open window, if any, else a new one from now. A batch waiting out a failed
       // send is such a window too: the change goes out with it.
       const open = await em.findOne(MailChangeEntity, {
@@ -151,19 +159,16 @@ export class Mailer {
     return true;
   }
 
-  /** stillVisible keeps the changes to files the user may still list (rights are per folder). */
+  /** stillVisible keeps the changes to files the user may still list. */
   private async stillVisible(user: UserRow, rows: MailChangeRow[]): Promise<MailChangeRow[]> {
-    const p: Principal = { user, apiKey: null, sessionDigest: null, interface: 'restapi', ip: '' };
-    const listable = new Map<string, boolean>();
-    return this.ctx.db.read(async (em) => {
-      const kept: MailChangeRow[] = [];
-      for (const r of rows) {
-        const folder = parentOf(r.path);
-        if (!listable.has(folder)) listable.set(folder, (await rightsOn(em, p, r.path)).has('list'));
-        if (listable.get(folder)) kept.push(r);
-      }
-      return kept;
-    });
+    const rights = await this.ctx.db.read((em) =>
+      rightsOnEach(
+        em,
+        asUser(user),
+        rows.map((r) => r.path),
+      ),
+    );
+    return rows.filter((r) => rights.get(r.path)!.has('list'));
   }
 
   /** claim leases the due changes of one user to `token` and returns them, oldest first. */

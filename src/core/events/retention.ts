@@ -7,12 +7,12 @@
 import { In, LessThan, type EntityTarget, type FindOptionsWhere, type ObjectLiteral } from 'typeorm';
 import {
   ActionEntity,
-  BlobGarbageEntity,
   ExportEntity,
   WebhookAttemptEntity,
   WebhookDeliveryEntity,
 } from '../../db/entities.ts';
 import type { CoreContext } from '../context.ts';
+import { markGarbage } from '../files/namespace.ts';
 
 // Rows deleted per table per tick.
 const BATCH = 1000;
@@ -56,9 +56,10 @@ export class Retention {
         take: BATCH,
       });
       if (rows.length === 0) return 0;
-      const since = new Date();
-      const blobs = rows.flatMap((r) => (r.blob_id ? [{ blob_id: r.blob_id, since }] : []));
-      if (blobs.length) await em.save(BlobGarbageEntity, blobs);
+      await markGarbage(
+        em,
+        rows.map((r) => r.blob_id),
+      );
       await em.delete(ExportEntity, { id: In(rows.map((r) => r.id)) });
       return rows.length;
     });

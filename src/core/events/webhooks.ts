@@ -200,9 +200,14 @@ export class Webhooks {
     const { token, rows, claimed } = await this.claim(free);
     if (this.stopping) {
       // The core began closing during the claim: hand the deliveries back unsent.
-      await this.ctx.db.work((em) =>
-        em.update(WebhookDeliveryEntity, { lease: token }, { lease: null, locked_until: null }),
-      );
+      if (rows.length > 0)
+        await this.ctx.db.work((em) =>
+          em.update(
+            WebhookDeliveryEntity,
+            { id: In(rows.map((d) => d.id)), lease: token },
+            { lease: null, locked_until: null },
+          ),
+        );
       return false;
     }
     // Only a full claim may have left due deliveries behind: then each freed slot is filled at
@@ -232,11 +237,13 @@ export class Webhooks {
     }
   }
 
-  /** interrupt aborts the attempts in flight (the core is closing); they are sent again later. */
-  async interrupt(): Promise<void> {
+  /**
+   * interrupt aborts the attempts in flight (the core is closing); they are recorded as
+   * interrupted and sent again later. settle() then waits for those records.
+   */
+  interrupt(): void {
     this.stopping = true;
     for (const c of this.inflight) c.abort(new Error('stopping'));
-    await this.settle();
   }
 
   /**

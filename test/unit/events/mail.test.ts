@@ -21,10 +21,10 @@ import { closedPort, startBrokenServer, startSmtp, type Received } from './smtp.
 
 const MINUTE = 60_000;
 
-/** openMailCore opens a core that mails through `smtpUrl`, with a 0.2 s batch window. */
-const openMailCore = (smtpUrl: string) =>
+/** openMailCore opens a core that mails through `smtpUrl`, with a batch window of `windowS`. */
+const openMailCore = (smtpUrl: string, windowS = 0.2) =>
   openTestCore({
-    events: { poll_interval_ms: 25, notification_batch_seconds: 0.2 },
+    events: { poll_interval_ms: 25, notification_batch_seconds: windowS },
     smtp: { url: smtpUrl, from: 'gw@example.test' },
   });
 
@@ -349,10 +349,7 @@ describe(`e-mail notifications (${dbKind})`, function () {
   it('tells a user only of files they may list: none on a subfolder hides it; previewonly and site admin see all', async () => {
     const smtp = await startSmtp();
     cleanups.push(smtp.close);
-    t = await openTestCore({
-      events: { poll_interval_ms: 25, notification_batch_seconds: 600 },
-      smtp: { url: smtp.url, from: 'gw@example.test' },
-    });
+    t = await openMailCore(smtp.url, 600);
     const op = operatorPrincipal();
     for (const dir of ['watched', 'watched/open', 'watched/secret']) await t.core.namespace.mkdir(op, dir);
     // Subscribed to watched/ but with rights on watched/open only: nothing on watched/ itself or secret/.
@@ -389,10 +386,7 @@ describe(`e-mail notifications (${dbKind})`, function () {
   it('a right revoked during the window hides those files from the message; all revoked, no message', async () => {
     const smtp = await startSmtp();
     cleanups.push(smtp.close);
-    t = await openTestCore({
-      events: { poll_interval_ms: 25, notification_batch_seconds: 600 },
-      smtp: { url: smtp.url, from: 'gw@example.test' },
-    });
+    t = await openMailCore(smtp.url, 600);
     const op = operatorPrincipal();
     for (const dir of ['watched/keep', 'watched/lost']) await t.core.namespace.mkdir(op, dir);
     const both = await makeUser(t.core, 'both@example.test', 'watched', {
@@ -420,11 +414,8 @@ describe(`e-mail notifications (${dbKind})`, function () {
     this.timeout(300_000);
     const smtp = await startSmtp();
     cleanups.push(smtp.close);
-    t = await openTestCore({
-      // The window outlasts the writes however slow the machine; the test then ends it.
-      events: { poll_interval_ms: 25, notification_batch_seconds: 600 },
-      smtp: { url: smtp.url, from: 'gw@example.test' },
-    });
+    // The window outlasts the writes however slow the machine; the test then ends it.
+    t = await openMailCore(smtp.url, 600);
     await watcher(t.core, 'bulk@example.test');
     await t.core.namespace.mkdir(operatorPrincipal(), 'watched/bulk');
     const n = 1000;
