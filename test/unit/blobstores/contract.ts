@@ -9,14 +9,13 @@ import { createCipheriv, createHash, randomBytes, randomUUID } from 'node:crypto
 import http from 'node:http';
 import https from 'node:https';
 import { Readable } from 'node:stream';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import {
   BlobNotFound,
   isMultipartStore,
   type BlobStore,
   type MultipartBlobStore,
 } from '../../../src/core/files/blobstore.ts';
+import { collectGarbage } from '../../helpers/gc.ts';
 
 const MiB = 1024 * 1024;
 const CHUNK = 64 * 1024;
@@ -132,19 +131,6 @@ function httpPut(
     req.on('error', reject);
     req.end(body);
   });
-}
-
-/** collectGarbage is global.gc when node runs with --expose-gc, else the same function enabled now. */
-function collectGarbage(): (() => void) | undefined {
-  const existing = (globalThis as { gc?: () => void }).gc;
-  if (existing) return existing;
-  try {
-    v8.setFlagsFromString('--expose-gc');
-    const gc = vm.runInNewContext('gc') as unknown;
-    return typeof gc === 'function' ? (gc as () => void) : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /**
@@ -339,12 +325,11 @@ export function runBlobStoreContract(
       // 8 MiB in flight, the part being filled, and finished parts that lib-storage's idle
       // uploaders and the HTTP agent's sockets still reference), whatever the blob's size; hence a
       // stream far larger than the limit, which a store that buffers it whole cannot pass.
-      const gc = collectGarbage();
       // Enabled at run time when node did not start with --expose-gc; never skipped.
-      expect(gc, 'a way to force garbage collection').to.be.a('function');
+      const gc = collectGarbage();
       const size = 192 * MiB;
       const every = 32 * MiB;
-      gc!();
+      gc();
       const before = process.memoryUsage().arrayBuffers;
       let peak = 0;
       let next = every;
@@ -352,7 +337,7 @@ export function runBlobStoreContract(
         onRead: (offset) => {
           if (offset < next) return;
           next += every;
-          gc!();
+          gc();
           peak = Math.max(peak, process.memoryUsage().arrayBuffers - before);
         },
       });

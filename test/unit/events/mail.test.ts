@@ -10,13 +10,12 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { Readable } from 'node:stream';
 import { expect } from 'chai';
 import { operatorPrincipal, type Core } from '../../../src/core/index.ts';
 import { MailChangeEntity, PermissionEntity, type MailChangeRow } from '../../../src/db/entities.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
+import { collectGarbage } from '../../helpers/gc.ts';
 import { closedPort, startBrokenServer, startSmtp, type Received } from './smtp.ts';
 
 const MINUTE = 60_000;
@@ -39,14 +38,6 @@ async function until<T>(what: string, fn: () => Promise<T | null | undefined | f
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** forceGc is global.gc, enabled now when node did not start with --expose-gc. */
-function forceGc(): () => void {
-  const existing = (globalThis as { gc?: () => void }).gc;
-  if (existing) return existing;
-  v8.setFlagsFromString('--expose-gc');
-  return vm.runInNewContext('gc') as () => void;
-}
 
 async function put(core: Core, p: string, text: string): Promise<void> {
   await core.files.session(operatorPrincipal()).write(p, Readable.from([Buffer.from(text)]));
@@ -284,7 +275,7 @@ describe(`e-mail notifications (${dbKind})`, function () {
     const leaseEnds = leased.locked_until!.getTime();
     // Garbage collections during the send must not lose its time limit (Node 20 loses an
     // AbortSignal.timeout held only through AbortSignal.any).
-    const gc = forceGc();
+    const gc = collectGarbage();
     for (let i = 0; i < 5; i++) {
       await sleep(50);
       gc();
