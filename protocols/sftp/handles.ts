@@ -13,6 +13,8 @@ export interface ReadHandle {
   path: string;
   entry: Entry;
   cursor: StreamCursor | null;
+  /** opened while this session was writing the file: reads see that handle's bytes until its CLOSE */
+  writer: WriteHandle | null;
 }
 
 /**
@@ -28,6 +30,14 @@ export interface WriteHandle {
   pendingCopy: { path: string; size: number } | null;
   /** the mtime FSETSTAT asked for, applied after a pending copy too */
   mtime: Date | null;
+  /** opened with READ as well: READ sees the staged bytes (SQLite reads back what it wrote) */
+  readable: boolean;
+  /** the modification time STAT shows while the file is open: the old file's, then the last change's */
+  touched: Date;
+  /** the path was removed or replaced while open: CLOSE discards the bytes, as a disk drops an unlinked file */
+  detached: boolean;
+  /** CLOSE has finished (committed or failed) */
+  closed: boolean;
 }
 
 /** DirHandle is a folder listing read in pages by READDIR. */
@@ -38,7 +48,14 @@ export interface DirHandle {
   done: boolean;
 }
 
-export type Handle = (ReadHandle | WriteHandle | DirHandle) & { queue: Promise<unknown> };
+/**
+ * Handle is any open handle, with the queue that keeps its requests in order and the paths its
+ * requests order with (its path, plus the names a pending rename gives it: see order.ts).
+ */
+export type Handle = (ReadHandle | WriteHandle | DirHandle) & {
+  queue: Promise<unknown>;
+  orderPaths: string[];
+};
 
 /** StreamCursor reads a byte stream in pieces of a requested size, remembering its position. */
 export class StreamCursor {
@@ -118,7 +135,7 @@ export class HandleTable {
   add(h: ReadHandle | WriteHandle | DirHandle): Buffer {
     const id = Buffer.allocUnsafe(4);
     id.writeUInt32BE(this.next++ >>> 0);
-    this.handles.set(id.toString('hex'), { ...h, queue: Promise.resolve() });
+    this.handles.set(id.toString('hex'), { ...h, queue: Promise.resolve(), orderPaths: [h.path] });
     return id;
   }
 
@@ -128,6 +145,11 @@ export class HandleTable {
 
   delete(id: Buffer): void {
     this.handles.delete(id.toString('hex'));
+  }
+
+  /** all is every open handle. */
+  all(): IterableIterator<Handle> {
+    return this.handles.values();
   }
 
   /** releaseAll closes every read stream and aborts every unfinished upload (session ended). */
@@ -143,17 +165,21 @@ export class HandleTable {
   }
 }
 
-/** describe is the `Entry` of a handle's file as FSTAT reports it. */
+/** writerEntry is the `Entry` of a file open for writing, as STAT and FSTAT report it before CLOSE. */
+export function writerEntry(h: WriteHandle): Entry {
+  return {
+    path: h.path,
+    type: 'file',
+    size: h.pendingCopy ? h.pendingCopy.size : h.staged.size,
+    mtime: h.mtime ?? h.touched,
+    crc32: null,
+    md5: null,
+  };
+}
+
+/** openEntry is the `Entry` of a handle's file as FSTAT reports it. */
 export function openEntry(session: FileSession, h: Handle): Promise<Entry> | Entry {
-  if (h.kind === 'write')
-    return {
-      path: h.path,
-      type: 'file',
-      size: h.pendingCopy ? h.pendingCopy.size : h.staged.size,
-      mtime: new Date(),
-      crc32: null,
-      md5: null,
-    };
+  if (h.kind === 'write') return writerEntry(h);
   if (h.kind === 'read') return h.entry;
   return session.stat(h.path);
 }

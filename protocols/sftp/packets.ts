@@ -50,6 +50,12 @@ export const Status = {
 } as const;
 export type StatusCode = (typeof Status)[keyof typeof Status];
 
+/** STATUS_NAMES names each status code for logs (SSH_FX_* without the prefix). */
+export const STATUS_NAMES = Object.fromEntries(Object.entries(Status).map(([k, v]) => [v, k])) as Record<
+  StatusCode,
+  string
+>;
+
 /** OpenFlags are SSH_FXF_* of OPEN. */
 export const OpenFlags = { READ: 1, WRITE: 2, APPEND: 4, CREAT: 8, TRUNC: 0x10, EXCL: 0x20 } as const;
 

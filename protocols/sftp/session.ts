@@ -18,6 +18,7 @@ import {
   HandleTable,
   openEntry,
   StreamCursor,
+  writerEntry,
   type Handle,
   type ReadHandle,
   type WriteHandle,
@@ -31,10 +32,12 @@ import {
   PacketSplitter,
   Reader,
   Status,
+  STATUS_NAMES,
   Writer,
   type Attrs,
   type StatusCode,
 } from './packets.ts';
+import { RequestOrder, type Touch } from './order.ts';
 
 /** EXTENSIONS are advertised in VERSION; each is implemented below, and nothing else is advertised. */
 const EXTENSIONS: [string, string][] = [
@@ -72,6 +75,7 @@ export class SftpSession {
   private readonly handles: HandleTable;
   private readonly backlog: Buffer[] = [];
   private readonly abort = new AbortController();
+  private readonly order = new RequestOrder();
   private inflight = 0;
   private writeBlocked = false;
   private ending = false;
@@ -206,18 +210,68 @@ export class SftpSession {
     return h;
   }
 
-  /** onHandle runs `fn` after every earlier request on the same handle. */
-  private onHandle<T>(h: Handle, fn: () => Promise<T>): Promise<T> {
-    const p = h.queue.then(fn);
-    h.queue = p.catch(() => undefined);
-    return p;
+  /**
+   * run is how every request that names a path or handle runs: it is admitted now, in arrival
+   * order (order.ts), and `fn` starts once every earlier request it could disagree with, and every
+   * earlier request on `handles`, has finished. A failure worth an operator's eye is logged.
+   */
+  private run(op: string, touch: Touch, fn: () => Promise<void>, handles: Handle[] = []): Promise<void> {
+    const { ready, finish } = this.order.admit(touch);
+    let p: Promise<void>;
+    if (handles.length === 0) p = ready.then(fn);
+    else {
+      const before = handles.length === 1 ? handles[0]!.queue : Promise.all(handles.map((h) => h.queue));
+      p = before.then(() => ready).then(fn);
+      for (const h of handles) h.queue = p.catch(() => undefined);
+    }
+    return p
+      .catch((err: unknown) => {
+        this.noteFailure(op, touch.paths, err);
+        throw err;
+      })
+      .finally(finish);
   }
 
-  /** onHandles runs `fn` after every earlier request on each of `hs`, and before any later one. */
-  private onHandles<T>(hs: Handle[], fn: () => Promise<T>): Promise<T> {
-    const p = Promise.all(hs.map((h) => h.queue)).then(fn);
-    for (const h of hs) h.queue = p.catch(() => undefined);
-    return p;
+  /**
+   * noteFailure logs, at info, a refusal that is not "no such file" (mounts probe for missing
+   * names all the time), so an operator can see what a client hit; unexpected errors are logged
+   * by fail() with their instance id.
+   */
+  private noteFailure(op: string, paths: string[], err: unknown): void {
+    if (!(err instanceof GatewayError)) return;
+    const { code } = sftpStatus(err);
+    if (code === Status.NO_SUCH_FILE) return;
+    this.opts.log.info('sftp request refused', {
+      user: this.opts.username,
+      request: op,
+      path: paths.map((p) => `/${p}`).join(' -> '),
+      status: STATUS_NAMES[code] ?? code,
+      error: err.type,
+    });
+  }
+
+  /** writerAt is this session's newest handle writing `p`, if any: what the client sees there until CLOSE. */
+  private writerAt(p: string): WriteHandle | undefined {
+    let found: WriteHandle | undefined;
+    for (const h of this.handles.all()) if (h.kind === 'write' && !h.detached && h.path === p) found = h;
+    return found;
+  }
+
+  /** writersAt is every handle of this session writing `p`. */
+  private writersAt(p: string): WriteHandle[] {
+    const out: WriteHandle[] = [];
+    for (const h of this.handles.all()) if (h.kind === 'write' && !h.detached && h.path === p) out.push(h);
+    return out;
+  }
+
+  private async exists(p: string): Promise<boolean> {
+    return this.files.stat(p).then(
+      () => true,
+      (err: unknown) => {
+        if (err instanceof GatewayError && err.family === 'not-found') return false;
+        throw err;
+      },
+    );
   }
 
   private attrs(e: Entry): Attrs {
@@ -232,177 +286,182 @@ export class SftpSession {
 
   private async request(type: number, id: number, r: Reader): Promise<void> {
     const f = this.files;
+    // Every case reads its arguments and calls run() before its first await (arrival order).
     switch (type) {
-      case FXP.OPEN:
-        return this.open(id, r);
+      case FXP.OPEN: {
+        const p = this.path(r.string());
+        const flags = r.u32();
+        r.attrs();
+        const release = this.handles.reserve();
+        const change = (flags & (OpenFlags.WRITE | OpenFlags.APPEND)) !== 0;
+        return this.run('open', { paths: [p], change }, () => this.openFile(id, p, flags)).finally(release);
+      }
       case FXP.CLOSE: {
         const raw = r.bytes();
         const h = this.handles.get(raw);
         if (!h) throw new GatewayError('bad-request/request-params-invalid', 'Invalid handle');
-        return this.onHandle(h, async () => {
-          this.handles.delete(raw);
-          if (h.kind === 'read') h.cursor?.close();
-          // The upload becomes visible here, and its failure is reported here.
-          if (h.kind === 'write') await this.commit(h);
-          this.status(id, Status.OK);
-        });
+        const touch = { paths: h.kind === 'write' ? h.orderPaths : [], change: true };
+        return this.run(
+          'close',
+          touch,
+          async () => {
+            this.handles.delete(raw);
+            if (h.kind === 'read') h.cursor?.close();
+            // The upload becomes visible here, and its failure is reported here.
+            if (h.kind === 'write') {
+              try {
+                await this.commit(h);
+              } finally {
+                h.closed = true;
+              }
+            }
+            this.status(id, Status.OK);
+          },
+          [h],
+        );
       }
       case FXP.READ: {
         const h = this.handle(r);
         const offset = r.u64();
         const len = Math.min(r.u32(), MAX_DATA);
-        return this.onHandle(h, async () => {
-          if (h.kind !== 'read')
-            throw new GatewayError(
-              'bad-request/request-params-invalid',
-              'This handle is not open for reading',
-            );
-          if (offset >= (h.entry.size ?? 0) || len === 0) return this.status(id, Status.EOF, 'End of file');
-          const c = h.cursor;
-          if (c && offset > c.pos && offset - c.pos <= SKIP_LIMIT) await c.take(offset - c.pos);
-          if (!h.cursor || h.cursor.pos !== offset) {
-            h.cursor?.close();
-            const dl = await f.openRead(h.path, {
-              range: { start: offset },
-              record: false,
-              signal: this.abort.signal,
-            });
-            h.cursor = new StreamCursor(dl.stream, offset);
-          }
-          const data = await h.cursor.take(len);
-          if (data.length === 0) return this.status(id, Status.EOF, 'End of file');
-          this.send(new Writer(FXP.DATA, id).bytes(data).done());
-        });
+        return this.run('read', { paths: h.orderPaths, change: false }, () => this.read(id, h, offset, len), [
+          h,
+        ]);
       }
       case FXP.WRITE: {
         const h = this.handle(r);
         const offset = r.u64();
         const data = r.bytes();
-        return this.onHandle(h, async () => {
-          if (h.kind !== 'write')
-            throw new GatewayError(
-              'bad-request/request-params-invalid',
-              'This handle is not open for writing',
-            );
-          await this.materialize(h);
-          await h.staged.writeAt(h.append ? h.staged.size : offset, data);
-          this.status(id, Status.OK);
-        });
+        return this.run(
+          'write',
+          { paths: h.orderPaths, change: true },
+          async () => {
+            if (h.kind !== 'write')
+              throw new GatewayError(
+                'bad-request/request-params-invalid',
+                'This handle is not open for writing',
+              );
+            await this.materialize(h);
+            await h.staged.writeAt(h.append ? h.staged.size : offset, data);
+            h.touched = new Date();
+            this.status(id, Status.OK);
+          },
+          [h],
+        );
       }
       case FXP.FSTAT: {
         const h = this.handle(r);
-        return this.onHandle(h, async () => {
-          this.send(new Writer(FXP.ATTRS, id).attrs(this.attrs(await openEntry(f, h))).done());
-        });
+        return this.run(
+          'fstat',
+          { paths: h.orderPaths, change: false },
+          async () => {
+            this.send(new Writer(FXP.ATTRS, id).attrs(this.attrs(await openEntry(f, h))).done());
+          },
+          [h],
+        );
       }
       case FXP.STAT:
       case FXP.LSTAT: {
-        const e = await f.stat(this.path(r.string()));
-        return this.send(new Writer(FXP.ATTRS, id).attrs(this.attrs(e)).done());
+        const p = this.path(r.string());
+        return this.run('stat', { paths: [p], change: false }, async () => {
+          // A file this session has open for writing is seen as it is now, as on a disk (sshfs
+          // creates a file and asks its attributes before writing a byte).
+          const w = this.writerAt(p);
+          const e = w ? writerEntry(w) : await f.stat(p);
+          this.send(new Writer(FXP.ATTRS, id).attrs(this.attrs(e)).done());
+        });
       }
       case FXP.SETSTAT: {
         const p = this.path(r.string());
         const a = r.attrs();
-        if (a.size !== undefined) {
-          const staged = await f.stage(p, { truncate: a.size === 0, signal: this.abort.signal });
-          try {
-            await staged.truncate(a.size);
-            if (a.mtime !== undefined) staged.setMtime(new Date(a.mtime * 1000));
-            await staged.commit({ signal: this.abort.signal });
-          } finally {
-            await staged.abort();
+        return this.run('setstat', { paths: [p], change: true }, async () => {
+          const open = this.writersAt(p);
+          if (open.length > 0) {
+            // `truncate f` or `touch f` while f is open here: the open file changes, and CLOSE keeps it.
+            for (const h of open) await this.setAttrs(h, a);
+          } else if (a.size !== undefined) {
+            const staged = await f.stage(p, { truncate: a.size === 0, signal: this.abort.signal });
+            try {
+              await staged.truncate(a.size);
+              if (a.mtime !== undefined) staged.setMtime(new Date(a.mtime * 1000));
+              await staged.commit({ signal: this.abort.signal });
+            } finally {
+              await staged.abort();
+            }
+          } else if (a.mtime !== undefined) {
+            await f.setMtime(p, new Date(a.mtime * 1000));
           }
-        } else if (a.mtime !== undefined) {
-          await f.setMtime(p, new Date(a.mtime * 1000));
-        }
-        // uid, gid and permissions are accepted and ignored: the gateway has no owners or modes.
-        return this.status(id, Status.OK);
+          // uid, gid and permissions are accepted and ignored: the gateway has no owners or modes.
+          this.status(id, Status.OK);
+        });
       }
       case FXP.FSETSTAT: {
         const h = this.handle(r);
         const a = r.attrs();
-        return this.onHandle(h, async () => {
-          if (h.kind === 'write') {
-            if (a.size !== undefined) {
-              await this.materialize(h);
-              await h.staged.truncate(a.size);
-            }
-            if (a.mtime !== undefined) {
-              h.mtime = new Date(a.mtime * 1000);
-              h.staged.setMtime(h.mtime);
-            }
-          } else if (a.mtime !== undefined) {
-            await f.setMtime(h.path, new Date(a.mtime * 1000));
-          }
-          this.status(id, Status.OK);
-        });
+        return this.run(
+          'fsetstat',
+          { paths: h.orderPaths, change: true },
+          async () => {
+            if (h.kind === 'write') await this.setAttrs(h, a);
+            else if (a.mtime !== undefined) await f.setMtime(h.path, new Date(a.mtime * 1000));
+            this.status(id, Status.OK);
+          },
+          [h],
+        );
       }
       case FXP.OPENDIR: {
         const p = this.path(r.string());
         const release = this.handles.reserve();
-        // Listing one entry checks that it is a folder the principal may list.
-        await f.list(p, { sort: 'path', direction: 'asc', offset: 0, limit: 1 }).finally(release);
-        const handle = this.handles.add({ kind: 'dir', path: p, offset: 0, done: false });
-        return this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
+        return this.run('opendir', { paths: [p], change: false }, async () => {
+          // Listing one entry checks that it is a folder the principal may list.
+          await f.list(p, { sort: 'path', direction: 'asc', offset: 0, limit: 1 });
+          const handle = this.handles.add({ kind: 'dir', path: p, offset: 0, done: false });
+          this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
+        }).finally(release);
       }
       case FXP.READDIR: {
         const h = this.handle(r);
-        return this.onHandle(h, async () => {
-          if (h.kind !== 'dir')
-            throw new GatewayError('bad-request/request-params-invalid', 'This handle is not a folder');
-          if (h.done) return this.status(id, Status.EOF, 'End of folder');
-          const page = await f.list(h.path, {
-            sort: 'path',
-            direction: 'asc',
-            offset: h.offset,
-            limit: LIST_PAGE,
-          });
-          h.offset += page.length;
-          if (page.length === 0) {
-            h.done = true;
-            return this.status(id, Status.EOF, 'End of folder');
-          }
-          const w = new Writer(FXP.NAME, id).u32(page.length);
-          for (const e of page) {
-            const name = e.path.slice(e.path.lastIndexOf('/') + 1);
-            w.string(name)
-              .string(longname(e, name, this.opts.username))
-              .attrs(this.attrs(e));
-          }
-          this.send(w.done());
-        });
+        return this.run('readdir', { paths: h.orderPaths, change: false }, () => this.readdir(id, h), [h]);
       }
       case FXP.REMOVE: {
         const p = this.path(r.string());
-        const e = await f.stat(p);
-        if (e.type === 'directory')
-          throw new GatewayError('bad-request/request-params-invalid', `/${p} is a folder; use rmdir`);
-        await f.remove(p);
-        return this.status(id, Status.OK);
+        return this.run('remove', { paths: [p], change: true }, async () => {
+          // As on a disk, removing a file that is open here drops what the open handles write.
+          const open = this.writersAt(p);
+          for (const h of open) h.detached = true;
+          if (open.length > 0 && !(await this.exists(p))) return this.status(id, Status.OK);
+          const e = await f.stat(p);
+          if (e.type === 'directory')
+            throw new GatewayError('bad-request/request-params-invalid', `/${p} is a folder; use rmdir`);
+          await f.remove(p);
+          this.status(id, Status.OK);
+        });
       }
       case FXP.RMDIR: {
         const p = this.path(r.string());
-        const e = await f.stat(p);
-        if (e.type !== 'directory')
-          throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${p} is not a folder`);
-        await f.remove(p);
-        return this.status(id, Status.OK);
+        return this.run('rmdir', { paths: [p], change: true }, async () => {
+          const e = await f.stat(p);
+          if (e.type !== 'directory')
+            throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${p} is not a folder`);
+          await f.remove(p);
+          this.status(id, Status.OK);
+        });
       }
       case FXP.MKDIR: {
         const p = this.path(r.string());
         r.attrs();
-        await f.mkdir(p);
-        return this.status(id, Status.OK);
+        return this.run('mkdir', { paths: [p], change: true }, async () => {
+          await f.mkdir(p);
+          this.status(id, Status.OK);
+        });
       }
       case FXP.REALPATH: {
         const p = `/${this.path(r.string())}`;
         return this.send(new Writer(FXP.NAME, id).u32(1).string(p).string(p).attrs({}).done());
       }
-      case FXP.RENAME: {
+      case FXP.RENAME:
         // SFTP v3 RENAME fails when the target exists; posix-rename@openssh.com replaces it.
-        await f.move(this.path(r.string()), this.path(r.string()));
-        return this.status(id, Status.OK);
-      }
+        return this.rename(id, this.path(r.string()), this.path(r.string()), false);
       case FXP.READLINK:
       case FXP.SYMLINK:
         return this.status(id, Status.OP_UNSUPPORTED, 'Symbolic links are not supported');
@@ -413,28 +472,141 @@ export class SftpSession {
     }
   }
 
-  private async open(id: number, r: Reader): Promise<void> {
-    const p = this.path(r.string());
-    const flags = r.u32();
-    r.attrs();
-    const release = this.handles.reserve();
-    try {
-      await this.openFile(id, p, flags);
-    } finally {
-      release();
+  /** read serves READ: a download's stream, or the staged bytes of a file open for writing here. */
+  private async read(id: number, h: Handle, offset: number, len: number): Promise<void> {
+    if (h.kind === 'write') {
+      if (!h.readable)
+        throw new GatewayError('bad-request/request-params-invalid', 'This handle is not open for reading');
+      await this.materialize(h);
+      return this.sendData(id, await h.staged.readAt(offset, len));
     }
+    if (h.kind !== 'read')
+      throw new GatewayError('bad-request/request-params-invalid', 'This handle is not open for reading');
+    if (h.writer) {
+      // Opened while this session was writing the file: its bytes until that CLOSE, then the file.
+      if (!h.writer.closed && !h.writer.detached)
+        return this.sendData(id, await h.writer.staged.readAt(offset, len));
+      h.writer = null;
+      h.cursor?.close();
+      h.cursor = null;
+      h.entry = await this.files.stat(h.path);
+    }
+    if (offset >= (h.entry.size ?? 0) || len === 0) return this.status(id, Status.EOF, 'End of file');
+    const c = h.cursor;
+    if (c && offset > c.pos && offset - c.pos <= SKIP_LIMIT) await c.take(offset - c.pos);
+    if (!h.cursor || h.cursor.pos !== offset) {
+      h.cursor?.close();
+      const dl = await this.files.openRead(h.path, {
+        range: { start: offset },
+        record: false,
+        signal: this.abort.signal,
+      });
+      h.entry = dl.entry;
+      h.cursor = new StreamCursor(dl.stream, offset);
+    }
+    this.sendData(id, await h.cursor.take(len));
+  }
+
+  private sendData(id: number, data: Buffer): void {
+    if (data.length === 0) return this.status(id, Status.EOF, 'End of file');
+    this.send(new Writer(FXP.DATA, id).bytes(data).done());
+  }
+
+  /** setAttrs applies SETSTAT/FSETSTAT size and mtime to a file open for writing; CLOSE keeps them. */
+  private async setAttrs(h: WriteHandle, a: Attrs): Promise<void> {
+    if (a.size !== undefined) {
+      await this.materialize(h);
+      await h.staged.truncate(a.size);
+      h.touched = new Date();
+    }
+    if (a.mtime !== undefined) {
+      h.mtime = new Date(a.mtime * 1000);
+      h.staged.setMtime(h.mtime);
+    }
+  }
+
+  /**
+   * readdir serves READDIR in pages; at the end it adds the files this session has created and
+   * not yet closed (they exist for it, as on a disk), then EOF.
+   */
+  private async readdir(id: number, h: Handle): Promise<void> {
+    if (h.kind !== 'dir')
+      throw new GatewayError('bad-request/request-params-invalid', 'This handle is not a folder');
+    if (h.done) return this.status(id, Status.EOF, 'End of folder');
+    const page = await this.files.list(h.path, {
+      sort: 'path',
+      direction: 'asc',
+      offset: h.offset,
+      limit: LIST_PAGE,
+    });
+    h.offset += page.length;
+    let entries = page;
+    if (page.length === 0) {
+      h.done = true;
+      const prefix = h.path === '' ? '' : `${h.path}/`;
+      entries = [];
+      for (const w of this.handles.all())
+        if (
+          w.kind === 'write' &&
+          w.staged.isNew &&
+          !w.detached &&
+          w.path.startsWith(prefix) &&
+          !w.path.includes('/', prefix.length) &&
+          !this.writerShadowed(w)
+        )
+          entries.push(writerEntry(w));
+      if (entries.length === 0) return this.status(id, Status.EOF, 'End of folder');
+    }
+    const w = new Writer(FXP.NAME, id).u32(entries.length);
+    for (const e of entries) {
+      const name = e.path.slice(e.path.lastIndexOf('/') + 1);
+      w.string(name)
+        .string(longname(e, name, this.opts.username))
+        .attrs(this.attrs(e));
+    }
+    this.send(w.done());
+  }
+
+  /** writerShadowed tells whether a newer handle of this session writes the same path (listed once). */
+  private writerShadowed(w: WriteHandle): boolean {
+    return this.writerAt(w.path) !== w;
+  }
+
+  /**
+   * rename serves RENAME and posix-rename@openssh.com. Handles open on the old path follow the
+   * file, as open files do on a disk: a file created here and not yet closed is renamed by
+   * retargeting its handle, and its CLOSE commits it under the new name.
+   */
+  private rename(id: number, from: string, to: string, overwrite: boolean): Promise<void> {
+    // Handles under `from` will be under `to`: later requests on them order with both names.
+    const moved = (p: string) => (p === from || p.startsWith(`${from}/`) ? to + p.slice(from.length) : null);
+    for (const h of this.handles.all())
+      for (const q of [...h.orderPaths]) {
+        const m = moved(q);
+        if (m !== null && !h.orderPaths.includes(m)) h.orderPaths.push(m);
+      }
+    return this.run(overwrite ? 'posix-rename' : 'rename', { paths: [from, to], change: true }, async () => {
+      const following = [...this.handles.all()].filter((h) => moved(h.path) !== null);
+      const pendingOnly =
+        following.some((h) => h.kind === 'write' && !h.detached) && !(await this.exists(from));
+      if (!pendingOnly) await this.files.move(from, to, { overwrite });
+      else if (!overwrite && (this.writerAt(to) || (await this.exists(to))))
+        throw new GatewayError('processing-failure/destination-exists', `/${to} already exists`);
+      // Whatever was being written at the destination was replaced, as on a disk.
+      for (const h of this.writersAt(to)) if (!following.some((f) => f === h)) h.detached = true;
+      for (const h of following) {
+        const target = moved(h.path)!;
+        if (h.kind === 'write' && !h.detached) await h.staged.retarget(target);
+        h.path = target;
+      }
+      this.status(id, Status.OK);
+    });
   }
 
   private async openFile(id: number, p: string, flags: number): Promise<void> {
     if (flags & (OpenFlags.WRITE | OpenFlags.APPEND)) {
       if (flags & OpenFlags.EXCL || !(flags & OpenFlags.CREAT)) {
-        const exists = await this.files.stat(p).then(
-          () => true,
-          (err: unknown) => {
-            if (err instanceof GatewayError && err.family === 'not-found') return false;
-            throw err;
-          },
-        );
+        const exists = this.writerAt(p) !== undefined || (await this.exists(p));
         if (exists && flags & OpenFlags.EXCL)
           throw new GatewayError('processing-failure/destination-exists', `/${p} already exists`);
         if (!exists && !(flags & OpenFlags.CREAT))
@@ -455,6 +627,22 @@ export class SftpSession {
         append: (flags & OpenFlags.APPEND) !== 0,
         pendingCopy: null,
         mtime: null,
+        readable: (flags & OpenFlags.READ) !== 0,
+        touched: new Date(),
+        detached: false,
+        closed: false,
+      });
+      return this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
+    }
+    // Reading a file this session is writing: its bytes as written so far (see read()).
+    const writer = this.writerAt(p);
+    if (writer) {
+      const handle = this.handles.add({
+        kind: 'read',
+        path: p,
+        entry: writerEntry(writer),
+        cursor: null,
+        writer,
       });
       return this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
     }
@@ -468,6 +656,7 @@ export class SftpSession {
       path: p,
       entry: dl.entry,
       cursor: new StreamCursor(dl.stream, 0),
+      writer: null,
     });
     this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
   }
@@ -476,26 +665,48 @@ export class SftpSession {
     const name = r.string();
     switch (name) {
       case 'posix-rename@openssh.com':
-        await this.files.move(this.path(r.string()), this.path(r.string()), { overwrite: true });
-        return this.status(id, Status.OK);
+        return this.rename(id, this.path(r.string()), this.path(r.string()), true);
       case 'statvfs@openssh.com':
       case 'fstatvfs@openssh.com': {
-        if (name === 'statvfs@openssh.com') await this.files.stat(this.path(r.string()));
-        else this.handle(r);
-        // The blob store's space is the site's space; for S3 this is the local data dir's.
-        const s = await statfs(this.opts.dataDir);
-        const w = new Writer(FXP.EXTENDED_REPLY, id);
-        for (const v of [s.bsize, s.bsize, s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.ffree, 0, 0, 255])
-          w.u64(v);
-        return this.send(w.done());
+        const p = name === 'statvfs@openssh.com' ? this.path(r.string()) : null;
+        if (p === null) this.handle(r);
+        return this.run('statvfs', { paths: p === null ? [] : [p], change: false }, async () => {
+          if (p !== null && !this.writerAt(p)) await this.files.stat(p);
+          // The blob store's space is the site's space; for S3 this is the local data dir's.
+          const s = await statfs(this.opts.dataDir);
+          const w = new Writer(FXP.EXTENDED_REPLY, id);
+          for (const v of [
+            s.bsize,
+            s.bsize,
+            s.blocks,
+            s.bfree,
+            s.bavail,
+            s.files,
+            s.ffree,
+            s.ffree,
+            0,
+            0,
+            255,
+          ])
+            w.u64(v);
+          this.send(w.done());
+        });
       }
       case 'fsync@openssh.com': {
         const h = this.handle(r);
-        return this.onHandle(h, async () => {
-          if (h.kind === 'write') await h.staged.flush();
-          this.status(id, Status.OK);
-        });
+        return this.run(
+          'fsync',
+          { paths: h.orderPaths, change: true },
+          async () => {
+            if (h.kind === 'write') await h.staged.flush();
+            this.status(id, Status.OK);
+          },
+          [h],
+        );
       }
+      case 'hardlink@openssh.com':
+        // Not advertised; sshfs and `sftp ln` still try it. A file has one name here.
+        return this.status(id, Status.OP_UNSUPPORTED, 'Hard links are not supported');
       case 'limits@openssh.com': {
         const w = new Writer(FXP.EXTENDED_REPLY, id)
           .u64(MAX_PACKET)
@@ -527,24 +738,23 @@ export class SftpSession {
             'bad-request/request-params-invalid',
             'The target handle is not open for writing',
           );
-        return this.onHandles([from, to], async () => {
-          await this.copyData(from, readOffset, readLength, to, writeOffset);
-          this.status(id, Status.OK);
-        });
+        return this.run(
+          'copy-data',
+          { paths: [...from.orderPaths, ...to.orderPaths], change: true },
+          async () => {
+            await this.copyData(from, readOffset, readLength, to, writeOffset);
+            this.status(id, Status.OK);
+          },
+          [from, to],
+        );
       }
       case 'check-file-name':
       case 'check-file-handle': {
-        let entry: Entry | Promise<Entry>;
-        if (name === 'check-file-name') entry = this.files.stat(this.path(r.string()));
-        else {
-          const h = this.handle(r);
-          if (h.kind !== 'read')
-            throw new GatewayError(
-              'bad-request/request-params-invalid',
-              'This handle is not open for reading',
-            );
-          entry = h.entry;
-        }
+        const byName = name === 'check-file-name';
+        const p = byName ? this.path(r.string()) : null;
+        const h = byName ? null : this.handle(r);
+        if (h && h.kind !== 'read')
+          throw new GatewayError('bad-request/request-params-invalid', 'This handle is not open for reading');
         const algorithms = r
           .string()
           .split(',')
@@ -552,7 +762,14 @@ export class SftpSession {
         const start = r.u64();
         const length = r.u64();
         const blockSize = r.u32();
-        return this.checkFile(id, await entry, algorithms, start, length, blockSize);
+        return this.run(
+          'check-file',
+          { paths: p !== null ? [p] : h!.orderPaths, change: false },
+          async () => {
+            const entry = p !== null ? await this.files.stat(p) : (h as ReadHandle).entry;
+            this.checkFile(id, entry, algorithms, start, length, blockSize);
+          },
+        );
       }
       default:
         return this.status(id, Status.OP_UNSUPPORTED, `Unsupported extension ${name.slice(0, 64)}`);
@@ -624,6 +841,8 @@ export class SftpSession {
 
   /** commit finishes a write handle at CLOSE: a pending copy, the staged bytes, or nothing. */
   private async commit(h: WriteHandle): Promise<void> {
+    // Removed or replaced while open: like an unlinked file on a disk, its bytes go nowhere.
+    if (h.detached) return h.staged.abort();
     if (h.pendingCopy) {
       try {
         await this.files.copy(h.pendingCopy.path, h.path, { overwrite: true, filesOnly: true });

@@ -62,7 +62,7 @@ export class StagedWrite {
 
   private constructor(
     private readonly session: FileSession,
-    private readonly site: string,
+    private site: string,
     private readonly existing: FileRow | null,
     private readonly file: string,
     private readonly fh: FileHandle,
@@ -125,6 +125,39 @@ export class StagedWrite {
     }
     this.size = Math.max(this.size, offset + data.length);
     this.dirty = true;
+  }
+
+  /**
+   * readAt reads up to `length` bytes of the staged content at `offset` (a file opened read-write:
+   * SQLite reads back what it wrote before the close); empty at or past the end.
+   */
+  async readAt(offset: number, length: number): Promise<Buffer> {
+    this.live();
+    const n = Math.max(0, Math.min(length, this.size - offset));
+    if (n === 0) return Buffer.alloc(0);
+    const buf = Buffer.allocUnsafe(n);
+    let got = 0;
+    while (got < n) {
+      const { bytesRead } = await this.fh.read(buf, got, n - got, offset + got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    return got === n ? buf : buf.subarray(0, got);
+  }
+
+  /**
+   * retarget makes the commit write `filePath` instead (the open file was renamed, as on a disk
+   * where an open file follows its rename); write permission and parent are checked for it.
+   */
+  async retarget(filePath: string): Promise<void> {
+    this.live();
+    const { site } = await this.session.checkWritable(filePath);
+    this.site = site;
+  }
+
+  /** isNew tells whether the file did not exist when this write was opened. */
+  get isNew(): boolean {
+    return this.existing === null;
   }
 
   /** truncate sets the content's size (SFTP SETSTAT size; `scp` truncates after writing). */

@@ -8,6 +8,31 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import ssh2 from 'ssh2';
 import type { ClientChannel } from 'ssh2';
+import { operatorPrincipal } from '../../../src/core/index.ts';
+import type { TestGateway } from '../../helpers/gateway.ts';
+import { unique } from '../rest/client.ts';
+
+/**
+ * makeSftpUser creates a user whose `user_root` is a fresh folder home/<name> (created first, as
+ * SPEC asks) with full rights unless `fields` say otherwise.
+ */
+export async function makeSftpUser(
+  gw: TestGateway,
+  password: string,
+  fields: Record<string, unknown> = {},
+): Promise<{ username: string; root: string }> {
+  const username = unique('sftpu');
+  const root = `home/${username}`;
+  await gw.core.namespace.mkdir(operatorPrincipal(), root);
+  await gw.core.users.create(operatorPrincipal(), {
+    username,
+    password,
+    user_root: `${root}/`,
+    grant_permission: 'full',
+    ...fields,
+  });
+  return { username, root };
+}
 
 /** Login is how a client authenticates: a password, or a private key file. */
 export type Login = { password: string } | { identity: string };

@@ -13,25 +13,13 @@ import ssh2 from 'ssh2';
 import { operatorPrincipal, type Core } from '../../../src/core/index.ts';
 import { ActionEntity } from '../../../src/db/entities.ts';
 import { dbKind, startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
-import { unique } from '../rest/client.ts';
-import { rawSftp, sftpBatch, str, u32, u64, type Login, type RawSftp } from './clients.ts';
+import { makeSftpUser, rawSftp, sftpBatch, str, u32, u64, type Login, type RawSftp } from './clients.ts';
 
 const PASSWORD = 'Sftp-password-2';
 const pw: Login = { password: PASSWORD };
 
-async function makeUser(gw: TestGateway, fields: Record<string, unknown> = {}) {
-  const username = unique('sftpx');
-  const root = `home/${username}`;
-  await gw.core.namespace.mkdir(operatorPrincipal(), root);
-  await gw.core.users.create(operatorPrincipal(), {
-    username,
-    password: PASSWORD,
-    user_root: `${root}/`,
-    grant_permission: 'full',
-    ...fields,
-  });
-  return { username, root };
-}
+const makeUser = (gw: TestGateway, fields: Record<string, unknown> = {}) =>
+  makeSftpUser(gw, PASSWORD, fields);
 
 function site(core: Core) {
   return core.files.session({ ...operatorPrincipal(), interface: 'restapi' });
