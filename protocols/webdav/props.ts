@@ -16,9 +16,6 @@ export interface QName {
   name: string;
 }
 
-/** QUOTA_AVAILABLE is what quota-available-bytes reports: no quota exists, and a large value keeps Windows copying. */
-export const QUOTA_AVAILABLE = 2 ** 50;
-
 /** LIVE lists the live properties we can compute. */
 export const LIVE = [
   'resourcetype',
@@ -75,7 +72,8 @@ export interface Resource {
   entry: Entry;
   dead: DeadProperty[];
   locks: DavLock[];
-  usedBytes?: number;
+  /** RFC 4331's figures, when the request asked for them; an unknown one is a 404 propstat */
+  quota?: { used: number; available: number | null };
 }
 
 /** liveProperty computes one DAV: property, or undefined when the resource has none of that name. */
@@ -104,11 +102,11 @@ export function liveProperty(name: string, r: Resource): Node | undefined {
     case 'lockdiscovery':
       return lockDiscovery(r.locks);
     case 'quota-available-bytes':
-      return r.usedBytes === undefined
+      return r.quota?.available == null
         ? undefined
-        : dav('quota-available-bytes', [text(String(QUOTA_AVAILABLE))]);
+        : dav('quota-available-bytes', [text(String(r.quota.available))]);
     case 'quota-used-bytes':
-      return r.usedBytes === undefined ? undefined : dav('quota-used-bytes', [text(String(r.usedBytes))]);
+      return r.quota ? dav('quota-used-bytes', [text(String(r.quota.used))]) : undefined;
     default:
       return undefined;
   }
