@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { DavLock, DeadProperty, Entry } from '../../src/core/index.ts';
 import { etagOf, hrefOf, httpDate } from './http.ts';
 import { covers, lockDiscovery, supportedLock } from './locks.ts';
-import { build, contentNodes, DAV, dav, qualified, text, type Node } from './xml.ts';
+import { build, contentNodes, DAV, dav, node, qualified, text, type Node } from './xml.ts';
 
 /** QName is a property name. */
 export interface QName {
@@ -112,6 +112,26 @@ export function liveProperty(name: string, r: Resource): Node | undefined {
   }
 }
 
+/** OC is ownCloud's namespace, where rclone's owncloud vendor mode reads `checksums`. */
+export const OC = 'http://owncloud.org/ns';
+
+/**
+ * checksums is ownCloud's `oc:checksums` of a file: the stored MD5 as `MD5:<hex>` inside one
+ * `oc:checksum`, the form rclone's webdav backend parses (vendor owncloud), so `rclone check` and
+ * a second `rclone sync` compare hashes instead of sending everything again. Folders have none.
+ */
+export function checksums(e: Entry): Node | undefined {
+  if (e.type !== 'file' || !e.md5) return undefined;
+  // The inner element inherits the default namespace its parent declares.
+  return qualified(OC, 'checksums', [node('checksum', [text(`MD5:${e.md5}`)])]);
+}
+
+/** computedProperty is a live property of any namespace, or undefined when the resource has none. */
+export function computedProperty(q: QName, r: Resource): Node | undefined {
+  if (q.ns === DAV) return liveProperty(q.name, r);
+  return q.ns === OC && q.name === 'checksums' ? checksums(r.entry) : undefined;
+}
+
 /** PropRequest is what a PROPFIND asks for. */
 export type PropRequest =
   { kind: 'allprop'; include: QName[] } | { kind: 'propname' } | { kind: 'prop'; props: QName[] };
@@ -120,6 +140,7 @@ const reason: Record<number, string> = {
   200: 'OK',
   403: 'Forbidden',
   404: 'Not Found',
+  409: 'Conflict',
   424: 'Failed Dependency',
 };
 
@@ -149,6 +170,7 @@ export function response(r: Resource, req: PropRequest): string {
     for (const name of LIVE) {
       if (liveProperty(name, r)) found.push(dav(name));
     }
+    if (checksums(r.entry)) found.push(qualified(OC, 'checksums'));
     for (const d of r.dead) found.push(deadNode(d, false));
   } else {
     const wanted: QName[] =
@@ -166,8 +188,7 @@ export function response(r: Resource, req: PropRequest): string {
       if (seen.has(key)) continue;
       seen.add(key);
       const dead = r.dead.find((d) => d.namespace === q.ns && d.name === q.name);
-      const node =
-        q.ns === DAV ? (liveProperty(q.name, r) ?? (dead && deadNode(dead))) : dead && deadNode(dead);
+      const node = computedProperty(q, r) ?? (dead && deadNode(dead));
       if (node) found.push(node);
       else if (req.kind === 'prop') missing.push(qualified(q.ns, q.name));
     }
