@@ -45,12 +45,16 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async freeBytes(): Promise<number | null> {
-    try {
-      const fsStats = await statfs(this.root);
-      // bavail, not bfree: the blocks an unprivileged process may still use.
-      return fsStats.bavail * fsStats.bsize;
-    } catch {
-      return null;
+    // Before the first blob the root may not exist yet: its nearest existing folder is on the
+    // file system it will be made on.
+    for (let dir = this.root; ; dir = path.dirname(dir)) {
+      try {
+        const fsStats = await statfs(dir);
+        // bavail, not bfree: the blocks an unprivileged process may still use.
+        return fsStats.bavail * fsStats.bsize;
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'ENOENT' || dir === path.dirname(dir)) return null;
+      }
     }
   }
 
