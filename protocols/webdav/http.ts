@@ -111,6 +111,20 @@ export function httpDate(d: Date): string {
   return new Date(Math.floor(d.getTime() / 1000) * 1000).toUTCString();
 }
 
+/** MAX_TIME_MS is the largest distance from 1970 a JavaScript Date can hold (ECMA-262 §21.4.1.1). */
+const MAX_TIME_MS = 8.64e15;
+
+/**
+ * unixTimeOf reads a time given in unix seconds, maybe fractional (`X-OC-Mtime`, ownCloud's
+ * `DAV:lastmodified`), or null when it is not a number of seconds a date can hold.
+ */
+export function unixTimeOf(raw: string): Date | null {
+  const t = raw.trim();
+  if (!/^-?\d+(\.\d+)?$/.test(t)) return null;
+  const ms = Math.round(Number(t) * 1000);
+  return Math.abs(ms) <= MAX_TIME_MS ? new Date(ms) : null;
+}
+
 /** statOrNull describes a path, or null when it does not exist. */
 export async function statOrNull(ctx: DavContext, path: string): Promise<Entry | null> {
   try {

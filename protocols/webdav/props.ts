@@ -8,16 +8,13 @@ import path from 'node:path';
 import type { DavLock, DeadProperty, Entry } from '../../src/core/index.ts';
 import { etagOf, hrefOf, httpDate } from './http.ts';
 import { covers, lockDiscovery, supportedLock } from './locks.ts';
-import { build, contentNodes, DAV, dav, qualified, text, type Node } from './xml.ts';
+import { build, contentNodes, DAV, dav, node, qualified, text, type Node } from './xml.ts';
 
 /** QName is a property name. */
 export interface QName {
   ns: string;
   name: string;
 }
-
-/** QUOTA_AVAILABLE is what quota-available-bytes reports: no quota exists, and a large value keeps Windows copying. */
-export const QUOTA_AVAILABLE = 2 ** 50;
 
 /** LIVE lists the live properties we can compute. */
 export const LIVE = [
@@ -75,7 +72,8 @@ export interface Resource {
   entry: Entry;
   dead: DeadProperty[];
   locks: DavLock[];
-  usedBytes?: number;
+  /** RFC 4331's figures, when the request asked for them; an unknown one is a 404 propstat */
+  quota?: { used: number; available: number | null };
 }
 
 /** liveProperty computes one DAV: property, or undefined when the resource has none of that name. */
@@ -104,14 +102,34 @@ export function liveProperty(name: string, r: Resource): Node | undefined {
     case 'lockdiscovery':
       return lockDiscovery(r.locks);
     case 'quota-available-bytes':
-      return r.usedBytes === undefined
+      return r.quota?.available == null
         ? undefined
-        : dav('quota-available-bytes', [text(String(QUOTA_AVAILABLE))]);
+        : dav('quota-available-bytes', [text(String(r.quota.available))]);
     case 'quota-used-bytes':
-      return r.usedBytes === undefined ? undefined : dav('quota-used-bytes', [text(String(r.usedBytes))]);
+      return r.quota ? dav('quota-used-bytes', [text(String(r.quota.used))]) : undefined;
     default:
       return undefined;
   }
+}
+
+/** OC is ownCloud's namespace, where rclone's owncloud vendor mode reads `checksums`. */
+export const OC = 'http://owncloud.org/ns';
+
+/**
+ * checksums is ownCloud's `oc:checksums` of a file: the stored MD5 as `MD5:<hex>` inside one
+ * `oc:checksum`, the form rclone's webdav backend parses (vendor owncloud), so `rclone check` and
+ * a second `rclone sync` compare hashes instead of sending everything again. Folders have none.
+ */
+export function checksums(e: Entry): Node | undefined {
+  if (e.type !== 'file' || !e.md5) return undefined;
+  // The inner element inherits the default namespace its parent declares.
+  return qualified(OC, 'checksums', [node('checksum', [text(`MD5:${e.md5}`)])]);
+}
+
+/** computedProperty is a live property of any namespace, or undefined when the resource has none. */
+export function computedProperty(q: QName, r: Resource): Node | undefined {
+  if (q.ns === DAV) return liveProperty(q.name, r);
+  return q.ns === OC && q.name === 'checksums' ? checksums(r.entry) : undefined;
 }
 
 /** PropRequest is what a PROPFIND asks for. */
@@ -122,6 +140,7 @@ const reason: Record<number, string> = {
   200: 'OK',
   403: 'Forbidden',
   404: 'Not Found',
+  409: 'Conflict',
   424: 'Failed Dependency',
 };
 
@@ -151,6 +170,7 @@ export function response(r: Resource, req: PropRequest): string {
     for (const name of LIVE) {
       if (liveProperty(name, r)) found.push(dav(name));
     }
+    if (checksums(r.entry)) found.push(qualified(OC, 'checksums'));
     for (const d of r.dead) found.push(deadNode(d, false));
   } else {
     const wanted: QName[] =
@@ -168,8 +188,7 @@ export function response(r: Resource, req: PropRequest): string {
       if (seen.has(key)) continue;
       seen.add(key);
       const dead = r.dead.find((d) => d.namespace === q.ns && d.name === q.name);
-      const node =
-        q.ns === DAV ? (liveProperty(q.name, r) ?? (dead && deadNode(dead))) : dead && deadNode(dead);
+      const node = computedProperty(q, r) ?? (dead && deadNode(dead));
       if (node) found.push(node);
       else if (req.kind === 'prop') missing.push(qualified(q.ns, q.name));
     }

@@ -9,7 +9,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
-import { DavAuth } from './auth.ts';
+import { basicCredentials, DavAuth } from './auth.ts';
 import { DavCondition, statusOf } from './errors.ts';
 import { decodePath, type DavContext, type DavState, type Method } from './http.ts';
 import { copy } from './methods/copy.ts';
@@ -48,6 +48,28 @@ export function buildApp(core: Core): Koa<DavState> {
   // mid-transfer (an aborted PUT is a parse error of the unfinished request): not a server fault.
   app.on('error', (err: Error) => log.debug('connection ended early', { error: err.message }));
 
+  /**
+   * failed logs a request that failed, once, at info, so an operator sees what a mount hit (a
+   * lock, a permission, a refused name). Not logged: a plain 404, which clients ask all the time
+   * (Finder probes for `._` files, rclone for what it may upload), and the 401 challenge to a
+   * request without credentials, HTTP's first step with every client (a wrong password is a
+   * `failedlogin` Action already). `status` is null when the client went away mid-request.
+   */
+  const failed = (ctx: DavContext, status: number | null, err: Error): void => {
+    if (status === 404 || (status === 401 && !ctx.get('Authorization'))) return;
+    const principal = ctx.state.principal as DavState['principal'] | undefined;
+    const user = principal
+      ? (principal.user?.username ?? 'api-key')
+      : (basicCredentials(ctx.get('Authorization'))?.username ?? '');
+    log.child({ user, ip: ctx.request.ip }).info('request failed', {
+      method: ctx.method,
+      path: ctx.state.path === undefined ? ctx.path : `/${ctx.state.path}`,
+      status,
+      ...(err instanceof GatewayError ? { type: err.type } : {}),
+      error: err.message,
+    });
+  };
+
   app.use(async (ctx, next) => {
     try {
       await next();
@@ -56,6 +78,7 @@ export function buildApp(core: Core): Koa<DavState> {
       if (ctx.res.headersSent || ctx.req.socket.destroyed) {
         if (!(err instanceof GatewayError))
           log.warn('request failed', { method: ctx.method, error: String(err) });
+        else failed(ctx as DavContext, null, err);
         ctx.res.destroy();
         return;
       }
@@ -63,6 +86,7 @@ export function buildApp(core: Core): Koa<DavState> {
         ctx.status = err.status;
         ctx.type = err.condition ? 'application/xml; charset=utf-8' : 'text/plain; charset=utf-8';
         ctx.body = err.body();
+        failed(ctx as DavContext, err.status, err);
         return;
       }
       if (err instanceof GatewayError) {
@@ -73,6 +97,7 @@ export function buildApp(core: Core): Koa<DavState> {
         if (ctx.status === 413) ctx.set('Connection', 'close');
         ctx.type = 'text/plain; charset=utf-8';
         ctx.body = `${err.message}\n`;
+        failed(ctx as DavContext, ctx.status, err);
         return;
       }
       // A bug: logged once here with the id the client also gets; no details leave the server.

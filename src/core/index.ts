@@ -174,7 +174,7 @@ export async function createCore(
     files,
     events,
     billing: new Billing(ctx),
-    dav: { locks: new Locks(ctx), properties: new Properties(ctx) },
+    dav: { locks: new Locks(ctx), properties: new Properties(ctx, files.store) },
     namespace: {
       async mkdir(p, path) {
         await files.session(p).mkdir(path, { parents: true });

@@ -37,9 +37,9 @@ export const propfind: Method = async (ctx, core: Core) => {
     req.kind !== 'prop' || req.props.some((p) => p.ns === ns && p.name === name);
   const wantsDead = req.kind !== 'prop' || req.props.some((p) => p.ns !== DAV);
   const wantsLocks = req.kind !== 'prop' || wants('lockdiscovery');
-  const usedBytes =
+  const quota =
     req.kind === 'prop' && (wants('quota-used-bytes') || wants('quota-available-bytes'))
-      ? await core.dav.properties.usedBytes(session)
+      ? await core.dav.properties.quota(session)
       : undefined;
   const folder = self.type === 'directory' && depth === '1';
   const locks = wantsLocks ? await core.dav.locks.affecting(session, path, { descendants: folder }) : [];
@@ -57,7 +57,7 @@ export const propfind: Method = async (ctx, core: Core) => {
             entry,
             dead: dead?.get(entry.path) ?? [],
             locks: locksOn(locks, entry.path),
-            ...(usedBytes === undefined ? {} : { usedBytes }),
+            ...(quota === undefined ? {} : { quota }),
           },
           req,
         ),

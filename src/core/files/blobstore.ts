@@ -43,6 +43,12 @@ export interface BlobStore {
    */
   adopt?(id: BlobId, file: string): Promise<{ size: number }>;
 
+  /**
+   * freeBytes (optional) is how many more bytes the store can take, when it knows (the local
+   * store: the free space of its file system); a store without a limit it can tell has none.
+   */
+  freeBytes?(): Promise<number | null>;
+
   /** delete removes blob `id`; deleting a missing blob is not an error. */
   delete(id: BlobId): Promise<void>;
 

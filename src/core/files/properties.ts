@@ -7,6 +7,7 @@ import { In, type EntityManager } from 'typeorm';
 import { DavPropertyEntity, FileEntity } from '../../db/entities.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
+import type { BlobStore } from './blobstore.ts';
 import { GatewayError } from '../errors.ts';
 import { deleteLocksUnder } from './locks.ts';
 import { getRow, inSubtree } from './namespace.ts';
@@ -71,9 +72,12 @@ export async function copyDav(em: EntityManager, from: string, to: string): Prom
   for (let i = 0; i < copies.length; i += 200) await repo.insert(copies.slice(i, i + 200));
 }
 
-/** Properties reads and changes dead properties, and sums the bytes a session's tree holds (RFC 4331). */
+/** Properties reads and changes dead properties, and tells a session's quota figures (RFC 4331). */
 export class Properties {
-  constructor(private readonly ctx: CoreContext) {}
+  constructor(
+    private readonly ctx: CoreContext,
+    private readonly store: BlobStore,
+  ) {}
 
   /** getMany reads the dead properties of several paths of one session (a PROPFIND page). */
   async getMany(session: FileSession, paths: string[]): Promise<Map<string, DeadProperty[]>> {
@@ -112,10 +116,13 @@ export class Properties {
     });
   }
 
-  /** usedBytes is the total size of the files in the session's tree (RFC 4331 quota-used-bytes). */
-  async usedBytes(session: FileSession): Promise<number> {
+  /**
+   * quota is RFC 4331's pair for a session's tree: the bytes its files hold, and the bytes that
+   * can still be stored (the blob store's free space), or null when the store cannot tell.
+   */
+  async quota(session: FileSession): Promise<{ used: number; available: number | null }> {
     const root = session.root;
-    return this.ctx.db.read(async (em) => {
+    const used = await this.ctx.db.read(async (em) => {
       const qb = inSubtree(
         em.getRepository(FileEntity).createQueryBuilder('f').select('COALESCE(SUM(f.size), 0)', 'total'),
         'f',
@@ -124,5 +131,6 @@ export class Properties {
       const raw = await qb.getRawOne<{ total: string | number }>();
       return Number(raw?.total ?? 0);
     });
+    return { used, available: (await this.store.freeBytes?.()) ?? null };
   }
 }

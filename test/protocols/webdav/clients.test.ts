@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { dbKind } from '../../helpers/gateway.ts';
-import { ALICE, hrefs, run, startDav, type DavFixture } from './fixture.ts';
+import { ALICE, hrefs, rcloneFlags, run, startDav, type DavFixture } from './fixture.ts';
 
 describe(`WebDAV with real clients (${dbKind})`, () => {
   let f: DavFixture;
@@ -105,19 +105,7 @@ describe(`WebDAV with real clients (${dbKind})`, () => {
       'sub dir #2/日本 #%?.txt',
     ];
     for (const n of names) writeFileSync(path.join(src, n), `content of ${n}\n`);
-    const pass = (await run('rclone', ['obscure', ALICE[1]])).stdout.trim();
-    const flags = [
-      '--webdav-url',
-      `${f.url}/`,
-      '--webdav-user',
-      ALICE[0],
-      '--webdav-pass',
-      pass,
-      '--ca-cert',
-      f.certFile,
-      '--config',
-      '/dev/null',
-    ];
+    const flags = await rcloneFlags(f);
     const copy = await run('rclone', ['copy', src, ':webdav:rclone', ...flags]);
     expect(copy.code, copy.stderr).to.equal(0);
     const check = await run('rclone', ['check', src, ':webdav:rclone', ...flags]);

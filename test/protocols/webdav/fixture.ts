@@ -9,6 +9,7 @@ import path from 'node:path';
 import { ActionEntity, type ActionRow } from '../../../src/db/entities.ts';
 import { operatorPrincipal } from '../../../src/core/index.ts';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
+import { DAV, elements, parseXml, textOf, type El } from '../../../protocols/webdav/xml.ts';
 
 /** DavResponse is what the client read. */
 export interface DavResponse {
@@ -41,9 +42,9 @@ export interface DavFixture {
 /** ALICE are the credentials of the fixture's main user. */
 export const ALICE: [string, string] = ['alice', 'alice-password-1'];
 
-/** startDav starts the gateway with WebDAV and makes alice. */
-export async function startDav(): Promise<DavFixture> {
-  const gw = await startTestGateway({ ports: { webdav: 0 } });
+/** startDav starts the gateway with WebDAV (and plain FTP with `ftp`) and makes alice. */
+export async function startDav(opts: { ftp?: boolean } = {}): Promise<DavFixture> {
+  const gw = await startTestGateway({ ports: { webdav: 0, ...(opts.ftp ? { ftp: 0 } : {}) } });
   const op = operatorPrincipal();
   await gw.core.namespace.mkdir(op, 'home/alice');
   await gw.core.users.create(op, { username: 'alice', password: ALICE[1], user_root: 'home/alice' });
@@ -131,6 +132,24 @@ export function run(
   });
 }
 
+/** rcloneFlags are the flags of an on-the-fly `:webdav:` remote logged in as alice, with `extra` after them. */
+export async function rcloneFlags(f: DavFixture, extra: string[] = []): Promise<string[]> {
+  const pass = (await run('rclone', ['obscure', ALICE[1]])).stdout.trim();
+  return [
+    '--webdav-url',
+    `${f.url}/`,
+    '--webdav-user',
+    ALICE[0],
+    '--webdav-pass',
+    pass,
+    '--ca-cert',
+    f.certFile,
+    '--config',
+    '/dev/null',
+    ...extra,
+  ];
+}
+
 /** propfindBody asks for named DAV: properties. */
 export function propfindBody(...names: string[]): string {
   return `<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop>${names.map((n) => `<D:${n}/>`).join('')}</D:prop></D:propfind>`;
@@ -144,4 +163,32 @@ export function lockBody(scope: 'exclusive' | 'shared' = 'exclusive', owner = 't
 /** hrefs lists the hrefs of a multistatus. */
 export function hrefs(xml: string): string[] {
   return [...xml.matchAll(/<D:href>([^<]*)<\/D:href>/g)].map((m) => m[1]!);
+}
+
+/** PropResult is one property of a multistatus response: its propstat's status and its element. */
+export interface PropResult {
+  status: number;
+  el: El;
+  text: string;
+}
+
+/**
+ * multistatus parses a 207 body with the adapter's namespace-aware XML reader: href → property
+ * in Clark notation (`{DAV:}getlastmodified`) → its status and content.
+ */
+export function multistatus(xml: string): Map<string, Map<string, PropResult>> {
+  const root = parseXml(xml);
+  if (root.ns !== DAV || root.name !== 'multistatus') throw new Error(`not a multistatus: ${xml}`);
+  const out = new Map<string, Map<string, PropResult>>();
+  const davChildren = (el: El, name: string) => elements(el).filter((c) => c.ns === DAV && c.name === name);
+  for (const response of davChildren(root, 'response')) {
+    const props = new Map<string, PropResult>();
+    for (const ps of davChildren(response, 'propstat')) {
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(textOf(davChildren(ps, 'status')[0]!))?.[1]);
+      for (const prop of davChildren(ps, 'prop'))
+        for (const el of elements(prop)) props.set(`{${el.ns}}${el.name}`, { status, el, text: textOf(el) });
+    }
+    out.set(textOf(davChildren(response, 'href')[0]!), props);
+  }
+  return out;
 }

@@ -268,6 +268,12 @@ export function runBlobStoreContract(
       });
     });
 
+    it('freeBytes, where the store offers it, is a whole number of bytes or null', async () => {
+      if (!store.freeBytes) return;
+      const free = await store.freeBytes();
+      if (free !== null) expect(Number.isSafeInteger(free) && free >= 0, String(free)).to.equal(true);
+    });
+
     describe('failed and aborted puts leave nothing behind', () => {
       for (const failAfter of [1000, 12 * MiB]) {
         it(`a stream that errors after ${failAfter} bytes`, async () => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -61,5 +61,21 @@ describe('blob store: LocalBlobStore', () => {
     await store.put(id, Readable.from([Buffer.from('x')]));
     expect((await stat(path.join(root, 'blobs', id.slice(0, 2), id))).size).to.equal(1);
     await store.close();
+  });
+});
+
+describe('blob store: LocalBlobStore free space', () => {
+  it("freeBytes is its file system's space available to it (RFC 4331 quota-available-bytes)", async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), 'svc-blobs-'));
+    try {
+      const disk = await statfs(root);
+      const free = await new LocalBlobStore(root).freeBytes();
+      expect(free).to.be.closeTo(disk.bavail * disk.bsize, 64 * 1024 * 1024);
+      // A root not made yet answers for the file system it will be made on.
+      const later = await new LocalBlobStore(path.join(root, 'not', 'yet')).freeBytes();
+      expect(later).to.be.closeTo(disk.bavail * disk.bsize, 64 * 1024 * 1024);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });

@@ -4,7 +4,7 @@
  * or an abort never leaves a partial blob under a real id.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, rename, rm, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -41,6 +41,20 @@ export class LocalBlobStore implements BlobStore {
     } catch (err) {
       await rm(partial, { force: true });
       throw err;
+    }
+  }
+
+  async freeBytes(): Promise<number | null> {
+    // Before the first blob the root may not exist yet: its nearest existing folder is on the
+    // file system it will be made on.
+    for (let dir = this.root; ; dir = path.dirname(dir)) {
+      try {
+        const fsStats = await statfs(dir);
+        // bavail, not bfree: the blocks an unprivileged process may still use.
+        return fsStats.bavail * fsStats.bsize;
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'ENOENT' || dir === path.dirname(dir)) return null;
+      }
     }
   }
 
