@@ -4,57 +4,14 @@
  * /healthz without credentials, keys and certificate kept across restarts, and SIGTERM ending
  * the process cleanly with exit code 0.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import { TEST_DATABASE_URL, dbKind } from '../helpers/gateway.ts';
-
-interface Started {
-  child: ChildProcess;
-  stdout: string[];
-  ports: Record<string, number>;
-}
-
-function serve(dataDir: string, env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['bin/svc-gateway.js', 'serve'], {
-    env: {
-      ...process.env,
-      SVC_DATA_DIR: dataDir,
-      SVC_BIND: '127.0.0.1',
-      SVC_HTTPS_PORT: '0',
-      SVC_WEBDAV_PORT: '0',
-      SVC_FTP_PORT: '0',
-      SVC_FTPS_PORT: '0',
-      SVC_SFTP_PORT: '0',
-      SVC_FTP_PASV_PORTS: '23100-23109',
-      SVC_LOG_LEVEL: 'info',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const stdout: string[] = [];
-  createInterface({ input: child.stdout! }).on('line', (l) => stdout.push(l));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('no ready line within 60 s')), 60_000);
-    child.once('exit', (code) => reject(new Error(`exited with ${code} before ready`)));
-    createInterface({ input: child.stderr! }).on('line', (line) => {
-      if (!line.includes('"ready"')) return;
-      clearTimeout(timer);
-      resolve({ child, stdout, ports: (JSON.parse(line) as { ports: Record<string, number> }).ports });
-    });
-  });
-}
-
-function stop(s: Started): Promise<number | null> {
-  return new Promise((resolve) => {
-    s.child.once('exit', (code) => resolve(code));
-    s.child.kill('SIGTERM');
-  });
-}
+import { serveProcess as serve, stopProcess as stop } from '../helpers/process.ts';
 
 function healthz(port: number, ca: Buffer): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -1,0 +1,63 @@
+/**
+ * The gateway as its own process, as an operator runs it (`svc-gateway serve`): for tests whose
+ * clients would otherwise block the test's own event loop (a FUSE mount served by the gateway) or
+ * that check the process itself.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+/** ServedProcess is a running gateway process: its stdout lines and the ports of its `ready` line. */
+export interface ServedProcess {
+  child: ChildProcess;
+  stdout: string[];
+  /** every stderr line (JSON log lines), for assertions on what was logged */
+  stderr: string[];
+  ports: Record<string, number>;
+}
+
+/** serveProcess starts `svc-gateway serve` on loopback with every port chosen by the system. */
+export function serveProcess(dataDir: string, env: Record<string, string>): Promise<ServedProcess> {
+  const child = spawn(process.execPath, ['bin/svc-gateway.js', 'serve'], {
+    env: {
+      ...process.env,
+      SVC_DATA_DIR: dataDir,
+      SVC_BIND: '127.0.0.1',
+      SVC_HTTPS_PORT: '0',
+      SVC_WEBDAV_PORT: '0',
+      SVC_FTP_PORT: '0',
+      SVC_FTPS_PORT: '0',
+      SVC_SFTP_PORT: '0',
+      SVC_FTP_PASV_PORTS: '23100-23109',
+      SVC_LOG_LEVEL: 'info',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  createInterface({ input: child.stdout! }).on('line', (l) => stdout.push(l));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no ready line within 60 s')), 60_000);
+    child.once('exit', (code) => reject(new Error(`exited with ${code} before ready`)));
+    createInterface({ input: child.stderr! }).on('line', (line) => {
+      stderr.push(line);
+      if (!line.includes('"ready"')) return;
+      clearTimeout(timer);
+      resolve({
+        child,
+        stdout,
+        stderr,
+        ports: (JSON.parse(line) as { ports: Record<string, number> }).ports,
+      });
+    });
+  });
+}
+
+/** stopProcess sends SIGTERM and resolves with the exit code. */
+export function stopProcess(s: ServedProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (s.child.exitCode !== null) return resolve(s.child.exitCode);
+    s.child.once('exit', (code) => resolve(code));
+    s.child.kill('SIGTERM');
+  });
+}
