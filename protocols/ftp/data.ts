@@ -16,6 +16,12 @@ export interface DataSettings {
   secureContext: tls.SecureContext;
   requireSessionReuse: boolean;
   timeoutMs: number;
+  /**
+   * a data connection on which nothing moved this long is cut: a client that vanished without a
+   * reset (a dropped network) would otherwise hold the transfer, its socket and its file for good,
+   * since the control connection is never idle during a transfer
+   */
+  stallMs: number;
   activeMode: boolean;
 }
 
@@ -138,6 +144,7 @@ export class DataChannel {
 
   /** watch sets `lost` when the transfer's socket breaks before the transfer finished with it. */
   private watch(socket: net.Socket): net.Socket {
+    socket.setTimeout(this.settings.stallMs, () => socket.destroy());
     socket.once('error', () => (this.lost ||= this.current === socket));
     socket.once('close', () => {
       const early = !socket.readableEnded && !socket.writableFinished;
