@@ -13,6 +13,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -506,4 +507,127 @@ describe(`Resources: every protocol closes what it opened (${dbKind})`, function
       }
     });
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Idle timeout with clients that go silent and never close their side (a dropped network looks the
+// same): the server must still close its side, on a bound, though the client's socket stays.
+
+/** silentClient opens a connection that never closes its side and reads only when asked. */
+async function silentClient(
+  port: number,
+): Promise<{ socket: net.Socket; until: (re: RegExp) => Promise<string> }> {
+  const socket = net.connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+  socket.on('error', () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  let text = '';
+  const waiters: (() => void)[] = [];
+  socket.on('data', (d: Buffer) => {
+    text += d.toString('latin1');
+    for (const w of waiters.splice(0)) w();
+  });
+  const until = async (re: RegExp) => {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const m = re.exec(text);
+      if (m) return m[0];
+      if (Date.now() > deadline) throw new Error(`no ${re} in ${JSON.stringify(text)}`);
+      await new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        setTimeout(resolve, 100);
+      });
+    }
+  };
+  return { socket, until };
+}
+
+describe(`Resources: the idle timeout closes the server's side of silent clients (${dbKind})`, function () {
+  this.timeout(60_000);
+  let gw: TestGateway;
+  let roles: SocketRoles;
+  const clients: net.Socket[] = [];
+
+  before(async () => {
+    gw = await startTestGateway({
+      ports: { ftp: 0, sftp: 0, ftp_pasv: `${PASV.first}-${PASV.last}` },
+      ftp: { idle_timeout_seconds: 1, data_timeout_seconds: 1 },
+      sftp: { idle_timeout_seconds: 1 },
+    });
+    const op = operatorPrincipal();
+    await gw.core.namespace.mkdir(op, ROOT);
+    await gw.core.users.create(op, { username: USER, password: PASSWORD, user_root: ROOT });
+    await gw.core.permissions.create(op, { username: USER, path: ROOT, permission: 'full' });
+    // Larger than what loopback's socket buffers hold, so a client that reads nothing stalls it.
+    await writeSiteFile(gw.core, `${ROOT}/huge`, Buffer.alloc(48 * 1024 * 1024, 'huge file '));
+    roles = {
+      local: new Map([
+        [gw.ports.ftp!, 'ftp control'],
+        [gw.ports.sftp!, 'sftp'],
+      ]),
+      localRanges: [{ ...PASV, role: 'ftp data' }],
+      remote: new Map(),
+    };
+  });
+  afterEach(() => {
+    for (const c of clients.splice(0)) c.destroy();
+  });
+  after(async () => gw?.stop());
+
+  /** serverSockets counts the gateway's own sockets of one role (the listener's included). */
+  const serverSockets = (role: string) => snapshot(roles).descriptorKinds[`socket ${role}`] ?? 0;
+
+  async function expectServerSideClosed(what: string, base: Record<string, number>): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    let now: Record<string, number> = {};
+    for (;;) {
+      now = Object.fromEntries(Object.keys(base).map((role) => [role, serverSockets(role)]));
+      if (Object.keys(base).every((role) => now[role]! <= base[role]!)) break;
+      if (Date.now() > deadline)
+        expect.fail(
+          `${what}: the server kept its side open, ${JSON.stringify(now)} vs ${JSON.stringify(base)} before`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    for (const c of clients)
+      expect(c.destroyed, `${what}: the client's socket is still its own`).to.equal(false);
+  }
+
+  it('FTP: a control connection silent after login', async () => {
+    const base = { 'ftp control': serverSockets('ftp control') };
+    const c = await silentClient(gw.ports.ftp!);
+    clients.push(c.socket);
+    await c.until(/^220 /m);
+    c.socket.write(`USER ${USER}\r\nPASS ${PASSWORD}\r\n`);
+    await c.until(/^230 /m);
+    c.socket.pause();
+    await expectServerSideClosed('FTP silent control connection', base);
+  });
+
+  it('FTP: a download whose client stops reading both connections', async () => {
+    const base = { 'ftp control': serverSockets('ftp control'), 'ftp data': serverSockets('ftp data') };
+    const c = await silentClient(gw.ports.ftp!);
+    clients.push(c.socket);
+    await c.until(/^220 /m);
+    c.socket.write(`USER ${USER}\r\nPASS ${PASSWORD}\r\nEPSV\r\n`);
+    const port = Number(/\(\|\|\|(\d+)\|\)/.exec(await c.until(/^229 .*$/m))![1]);
+    const data = await silentClient(port);
+    clients.push(data.socket);
+    data.socket.pause();
+    c.socket.write('RETR huge\r\n');
+    await c.until(/^150 /m);
+    c.socket.pause();
+    await expectServerSideClosed('FTP stalled download', base);
+  });
+
+  it('SFTP: a connection that never sends a byte', async () => {
+    const base = { sftp: serverSockets('sftp') };
+    const c = await silentClient(gw.ports.sftp!);
+    clients.push(c.socket);
+    await c.until(/^SSH-2\.0-/m);
+    c.socket.pause();
+    await expectServerSideClosed('SFTP silent connection', base);
+  });
 });
