@@ -284,10 +284,14 @@ export class FtpConnection {
       try {
         await work(transfer);
       } catch (err) {
+        // A client that closes the data connection early (curl with a range, a cancelled
+        // download) is not a server error: 426, as for ABOR, and nothing logged.
+        const lost = this.data.lost && !(err instanceof ReplyError);
         this.data.release();
-        const reply = controller.signal.aborted
-          ? { code: 426, text: 'Connection closed; transfer aborted' }
-          : replyForUnknown(err, this.log);
+        const reply =
+          controller.signal.aborted || lost
+            ? { code: 426, text: 'Connection closed; transfer aborted' }
+            : replyForUnknown(err, this.log);
         this.reply(reply.code, reply.text);
       } finally {
         this.data.finished();

@@ -16,6 +16,12 @@ export interface DataSettings {
   secureContext: tls.SecureContext;
   requireSessionReuse: boolean;
   timeoutMs: number;
+  /**
+   * a data connection on which nothing moved this long is cut: a client that vanished without a
+   * reset (a dropped network) would otherwise hold the transfer, its socket and its file for good,
+   * since the control connection is never idle during a transfer
+   */
+  stallMs: number;
   activeMode: boolean;
 }
 
@@ -33,6 +39,11 @@ export class DataChannel {
   private target: { host: string; port: number } | null = null;
   /** the socket of the transfer in progress, so ABOR and close can cut it */
   private current: net.Socket | null = null;
+  /**
+   * lost tells whether the data connection of the transfer in progress broke: reset, or closed
+   * before its end was read (upload) or everything was sent (download).
+   */
+  lost = false;
 
   constructor(
     private readonly settings: DataSettings,
@@ -107,6 +118,7 @@ export class DataChannel {
    * its TLS handshake, only after the 150.
    */
   async open(protect: boolean, signal: AbortSignal): Promise<net.Socket> {
+    this.lost = false;
     let raw: net.Socket;
     try {
       raw = await this.connect(signal);
@@ -114,7 +126,7 @@ export class DataChannel {
       this.onAccept = null;
     }
     this.current = raw;
-    if (!protect) return raw;
+    if (!protect) return this.watch(raw);
     const secure = new tls.TLSSocket(raw, { isServer: true, secureContext: this.settings.secureContext });
     this.current = secure;
     secure.on('error', () => undefined);
@@ -127,7 +139,18 @@ export class DataChannel {
       secure.destroy();
       throw new ReplyError(425, 'The data connection must resume the TLS session of the control connection');
     }
-    return secure;
+    return this.watch(secure);
+  }
+
+  /** watch sets `lost` when the transfer's socket breaks before the transfer finished with it. */
+  private watch(socket: net.Socket): net.Socket {
+    socket.setTimeout(this.settings.stallMs, () => socket.destroy());
+    socket.once('error', () => (this.lost ||= this.current === socket));
+    socket.once('close', () => {
+      const early = !socket.readableEnded && !socket.writableFinished;
+      this.lost ||= this.current === socket && early;
+    });
+    return socket;
   }
 
   private async connect(signal: AbortSignal): Promise<net.Socket> {
@@ -200,8 +223,21 @@ export class DataChannel {
     this.current = null;
   }
 
-  /** finished forgets the socket of a transfer that ended normally. */
+  /**
+   * finished closes the data connection of a transfer that ended normally. Every data connection
+   * is accepted paused (pauseOnConnect), and a download only writes: its socket would never read
+   * the client's FIN and would stay open in the process for good (issue 19, one descriptor per
+   * RETR and listing). So the socket is ended and read to its end, which completes the close;
+   * a client that never closes is cut after the data timeout, time enough to read what was sent.
+   * Nothing unread is left on the socket then, so the cut never resets data in flight.
+   */
   finished(): void {
+    const socket = this.current;
     this.current = null;
+    if (!socket || socket.destroyed) return;
+    const grace = setTimeout(() => socket.destroy(), this.settings.timeoutMs);
+    socket.once('close', () => clearTimeout(grace));
+    socket.end();
+    socket.resume();
   }
 }

@@ -5,9 +5,10 @@
  * certificate is the HTTPS one). `stop` says 421 to every session and waits for them to close; it
  * never exits the process.
  */
-import net, { type AddressInfo } from 'node:net';
+import net from 'node:net';
 import tls from 'node:tls';
 import type { FrontEnd } from '../../src/core/index.ts';
+import { listen } from '../shared/listener.ts';
 import { FtpConnection, type ServerContext } from './connection.ts';
 
 /** FtpListenerKind is which of the two listeners a front end is. */
@@ -34,6 +35,9 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
           requireSessionReuse: settings.require_session_reuse,
           timeoutMs: settings.data_timeout_seconds * 1000,
           activeMode: settings.active_mode,
+          // A transfer stalled on backpressure is not idleness at once (a paused client catches
+          // up), but one that moved nothing for the idle timeout, or the data timeout if longer, is.
+          stallMs: Math.max(settings.idle_timeout_seconds, settings.data_timeout_seconds) * 1000,
         },
         requireTls: settings.require_tls,
         idleTimeoutMs: settings.idle_timeout_seconds * 1000,
@@ -52,14 +56,7 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
         connection.start();
       });
       server = s;
-      await new Promise<void>((resolve, reject) => {
-        s.once('error', reject);
-        s.listen(opts.port, opts.host, () => {
-          s.off('error', reject);
-          resolve();
-        });
-      });
-      return { port: (s.address() as AddressInfo).port };
+      return { port: await listen(s, opts.port, opts.host) };
     },
     async stop() {
       const s = server;

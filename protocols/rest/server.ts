@@ -4,11 +4,11 @@
  * without a socket (tests, other listeners); `restFrontEnd` listens.
  */
 import { randomUUID } from 'node:crypto';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type https from 'node:https';
 import Koa from 'koa';
 import { Router, type RouterMiddleware } from '@koa/router';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
+import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
 import { authenticate } from './auth.ts';
 import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
@@ -203,32 +203,14 @@ export function restFrontEnd(): FrontEnd {
   return {
     name: 'https',
     async start(core, opts) {
-      const app = buildApp(core);
-      server = https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, app.callback() as never);
-      // Keep-alive longer than common load balancers' idle timeouts, so they close first.
-      server.keepAliveTimeout = 65_000;
-      server.headersTimeout = 70_000;
-      server.requestTimeout = 300_000;
-      const s = server;
-      await new Promise<void>((resolve, reject) => {
-        s.once('error', reject);
-        s.listen(opts.port, opts.host, () => {
-          s.off('error', reject);
-          resolve();
-        });
-      });
-      return { port: (s.address() as AddressInfo).port };
+      server = createHttpsServer(opts.tls, buildApp(core).callback() as never, { requestMs: 300_000 });
+      return { port: await listen(server, opts.port, opts.host) };
     },
     async stop() {
       const s = server;
-      if (!s) return;
       server = null;
-      await new Promise<void>((resolve) => {
-        s.close(() => resolve());
-        s.closeIdleConnections();
-        // Requests still running get a moment to finish before their sockets are cut.
-        setTimeout(() => s.closeAllConnections(), 5_000).unref();
-      });
+      // Requests still running get a moment to finish before their sockets are cut.
+      if (s) await closeHttps(s);
     },
   };
 }

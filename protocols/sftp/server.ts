@@ -5,12 +5,13 @@
  * `allowed_ips`, `user_root`, lockout and the login Actions are the core's.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
+import net from 'node:net';
 import path from 'node:path';
 import ssh2 from 'ssh2';
 import type { AuthContext, Connection, ServerChannel } from 'ssh2';
 import type { Core, FrontEnd, Principal } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
+import { listen } from '../shared/listener.ts';
 import { runExec } from './exec.ts';
 import { SftpSession } from './session.ts';
 
@@ -80,8 +81,10 @@ interface ConnectionState {
 
 /** sftpFrontEnd serves SFTP (and rclone's exec probes) over SSH. */
 export function sftpFrontEnd(): FrontEnd {
-  let server: InstanceType<typeof Server> | null = null;
+  let listener: net.Server | null = null;
   const clients = new Set<Connection>();
+  /** sockets ssh2 has not made a connection of yet (no SSH identification line received) */
+  const unidentified = new Set<net.Socket>();
 
   return {
     name: 'sftp',
@@ -89,7 +92,7 @@ export function sftpFrontEnd(): FrontEnd {
       const cfg = core.config.sftp;
       const log = core.log.child({ interface: 'sftp' });
       const hostKeys = loadHostKeys(path.join(core.config.data_dir, 'ssh'));
-      server = new Server(
+      const ssh = new Server(
         {
           hostKeys,
           algorithms: ALGORITHMS as never,
@@ -99,41 +102,67 @@ export function sftpFrontEnd(): FrontEnd {
           keepaliveCountMax: 3,
         },
         (client, info) => {
-          // SFTP is request-reply with small packets; with Nagle's algorithm each reply waits for
-          // the client's delayed ACK (about 40 ms per request on Linux: sshfs made 20 files a second).
-          // ssh2 neither sets TCP_NODELAY nor exposes the socket but as _sock.
-          (client as unknown as { _sock?: { setNoDelay?(on: boolean): void } })._sock?.setNoDelay?.(true);
+          const socket = socketOf(client);
+          if (socket) unidentified.delete(socket);
           clients.add(client);
           client.on('close', () => clients.delete(client));
           serveConnection(core, log, client, info.ip);
         },
       );
-      const s = server;
-      await new Promise<void>((resolve, reject) => {
-        s.once('error', reject);
-        s.listen(opts.port, opts.host, () => {
-          s.off('error', reject);
-          resolve();
+      // ssh2 makes a connection (and our idle timer starts) only once the client's identification
+      // line arrived, and has no timeout before that: a client that connects and says nothing
+      // (a port scanner, a half-dead peer) would hold its socket for good. So we accept the
+      // sockets ourselves and cut one still unidentified after the idle timeout.
+      const idleMs = cfg.idle_timeout_seconds * 1000;
+      // noDelay: SFTP is request-reply with small packets; with Nagle's algorithm each reply
+      // waited for the client's delayed ACK (about 40 ms a request: sshfs made 20 files a second).
+      const s = net.createServer({ noDelay: true }, (socket) => {
+        unidentified.add(socket);
+        const grace = setTimeout(() => {
+          if (unidentified.has(socket)) socket.destroy();
+        }, idleMs);
+        socket.once('close', () => {
+          clearTimeout(grace);
+          unidentified.delete(socket);
         });
+        ssh.injectSocket(socket);
       });
+      listener = s;
+      const port = await listen(s, opts.port, opts.host);
       s.on('error', (err: Error) => log.error('sftp listener error', { error: err.message }));
-      return { port: (s.address() as AddressInfo).port };
+      return { port };
     },
     async stop() {
-      const s = server;
+      const s = listener;
       if (!s) return;
-      server = null;
+      listener = null;
       const closed = new Promise<void>((resolve) => s.close(() => resolve()));
+      for (const socket of unidentified) socket.destroy();
       // Ending a connection closes its channels; their sessions abort unfinished uploads.
-      for (const c of clients) c.end();
-      const timer = setTimeout(() => {
-        for (const c of clients) (c as unknown as { _sock?: { destroy(): void } })._sock?.destroy();
-      }, 2_000);
-      timer.unref();
+      for (const c of clients) endConnection(c);
       await closed;
-      clearTimeout(timer);
     },
   };
+}
+
+/** END_GRACE_MS is how long an ended connection may take to close before its socket is cut. */
+const END_GRACE_MS = 2_000;
+
+/**
+ * endConnection ends an SSH connection (a disconnect message, then our FIN) and cuts its socket if
+ * it is not closed within END_GRACE_MS: a client that vanished without a reset, or one that never
+ * closes its side, would otherwise keep the socket open for good (idle timeout, shutdown).
+ */
+function endConnection(client: Connection): void {
+  const socket = socketOf(client);
+  const cut = setTimeout(() => socket?.destroy(), END_GRACE_MS);
+  client.once('close', () => clearTimeout(cut));
+  client.end();
+}
+
+/** socketOf is the socket of a server-side connection (ssh2 gives no public way to reach it). */
+function socketOf(client: Connection): net.Socket | undefined {
+  return (client as unknown as { _sock?: net.Socket })._sock;
 }
 
 function serveConnection(core: Core, log: Logger, client: Connection, rawIp: string): void {
@@ -149,7 +178,7 @@ function serveConnection(core: Core, log: Logger, client: Connection, rawIp: str
       if (busy) touch();
       else if (Date.now() - state.lastActive >= idleMs) {
         log.debug('sftp: idle timeout', { ip: rawIp });
-        client.end();
+        endConnection(client);
       }
     },
     Math.min(idleMs, 10_000),

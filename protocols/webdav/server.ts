@@ -5,10 +5,10 @@
  * method translates it into core calls.
  */
 import { randomUUID } from 'node:crypto';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type https from 'node:https';
 import Koa from 'koa';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
+import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
 import { basicCredentials, DavAuth } from './auth.ts';
 import { DavCondition, statusOf } from './errors.ts';
 import { decodePath, type DavContext, type DavState, type Method } from './http.ts';
@@ -138,32 +138,14 @@ export function webdavFrontEnd(): FrontEnd {
   return {
     name: 'webdav',
     async start(core, opts) {
-      const app = buildApp(core);
-      server = https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, app.callback() as never);
-      server.keepAliveTimeout = 65_000;
-      server.headersTimeout = 70_000;
       // Large uploads and downloads take as long as they take; idle sockets still time out.
-      server.requestTimeout = 0;
-      server.timeout = 10 * 60_000;
-      const s = server;
-      await new Promise<void>((resolve, reject) => {
-        s.once('error', reject);
-        s.listen(opts.port, opts.host, () => {
-          s.off('error', reject);
-          resolve();
-        });
-      });
-      return { port: (s.address() as AddressInfo).port };
+      server = createHttpsServer(opts.tls, buildApp(core).callback() as never, { requestMs: 0 });
+      return { port: await listen(server, opts.port, opts.host) };
     },
     async stop() {
       const s = server;
-      if (!s) return;
       server = null;
-      await new Promise<void>((resolve) => {
-        s.close(() => resolve());
-        s.closeIdleConnections();
-        setTimeout(() => s.closeAllConnections(), 5_000).unref();
-      });
+      if (s) await closeHttps(s);
     },
   };
 }

@@ -72,9 +72,6 @@ function store(mode: 'STOR' | 'APPE'): Command {
         const socket = await c.data.open(c.tls && c.protectData, t.controller.signal);
         // Only a data connection that ended normally (FIN, or TLS close) ends `body`; a reset or a
         // close before the end destroys it, so the core discards the upload (DESIGN.md "Uploads").
-        let broken = false;
-        socket.once('error', () => (broken = true));
-        socket.once('close', () => (broken ||= !socket.readableEnded));
         const body = counter(t);
         pipeline(socket, body).catch(() => undefined);
         try {
@@ -83,7 +80,7 @@ function store(mode: 'STOR' | 'APPE'): Command {
             signal: t.controller.signal,
           });
         } catch (err) {
-          if (broken)
+          if (c.data.lost)
             throw new ReplyError(
               426,
               'The data connection broke; the upload was discarded, the file is unchanged',
