@@ -43,6 +43,12 @@ export interface BlobStore {
    */
   adopt?(id: BlobId, file: string): Promise<{ size: number }>;
 
+  /**
+   * sweep (optional) deletes what puts that a crash interrupted left behind (a local store's
+   * `<id>.partial` files) and nothing has written for `olderThanMs`; resolves with how many.
+   */
+  sweep?(olderThanMs: number): Promise<number>;
+
   /** delete removes blob `id`; deleting a missing blob is not an error. */
   delete(id: BlobId): Promise<void>;
 
