@@ -106,7 +106,11 @@ export class Database {
     });
   }
 
-  /** read runs fn without a transaction; on SQLite it still waits its turn, so it never sees uncommitted rows. */
+  /**
+   * read runs fn without a transaction (reads, or statements that each stand alone and commit on
+   * their own, such as a lease's release); on SQLite it still waits its turn, so it never sees
+   * uncommitted rows.
+   */
   read<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     return this.serialized(() => fn(this.source.manager));
   }

@@ -69,6 +69,9 @@ const byDatabase = new WeakMap<DataSource, Blobs>();
 export async function markGarbage(em: EntityManager, blobIds: (string | null)[]): Promise<void> {
   const ids = [...new Set(blobIds.filter((b): b is string => !!b))];
   if (ids.length === 0) return;
+  // Under the collector's lock: a collector that found this blob still referenced (by the row this
+  // unit of work drops) and dropped its mark must commit before the mark is looked for here.
+  await lockBlobs(em, ids, true);
   for (const blob_id of ids) {
     if (!(await em.existsBy(BlobGarbageEntity, { blob_id })))
       await em.insert(BlobGarbageEntity, { blob_id, since: new Date() });
@@ -78,13 +81,15 @@ export async function markGarbage(em: EntityManager, blobIds: (string | null)[])
 }
 
 /**
- * lockBlob takes PostgreSQL's advisory lock on a blob until the unit of work ends: shared for a
- * reader, exclusive for the collector (SQLite runs one unit of work at a time: nothing to do).
+ * lockBlobs takes PostgreSQL's advisory locks on blobs until the unit of work ends: shared for a
+ * reader, exclusive for the collector and for marking garbage (SQLite runs one unit of work at a
+ * time: nothing to do).
  */
-async function lockBlob(em: EntityManager, blobId: BlobId, exclusive: boolean): Promise<void> {
+async function lockBlobs(em: EntityManager, blobIds: BlobId[], exclusive: boolean): Promise<void> {
   if (em.connection.driver.options.type !== 'postgres') return;
   const fn = exclusive ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared';
-  await em.query(`SELECT ${fn}(hashtextextended($1, 0))`, [blobId]);
+  // In one order (the array's, sorted), so two units of work locking several blobs do not deadlock.
+  await em.query(`SELECT ${fn}(hashtextextended(b, 0)) FROM unnest($1::text[]) AS b`, [[...blobIds].sort()]);
 }
 
 /** Blobs tracks this instance's leases and reclaims garbage blobs. */
@@ -113,7 +118,7 @@ export class Blobs {
    * unit of work commits.
    */
   async lease(em: EntityManager, blobId: BlobId, stillWanted: () => Promise<boolean>): Promise<Lease | null> {
-    await lockBlob(em, blobId, false);
+    await lockBlobs(em, [blobId], false);
     if (!(await stillWanted())) return null;
     return this.insertLease(em, blobId);
   }
@@ -203,9 +208,11 @@ export class Blobs {
    */
   release(lease: Lease): void {
     if (!this.live.delete(lease.id)) return;
+    // No unit of work: the delete commits on its own, then the look at the garbage mark (a
+    // collector that saw the lease before the delete left the blob to this check).
     this.track(
       this.ctx.db
-        .work(async (em) => {
+        .read(async (em) => {
           await em.delete(BlobLeaseEntity, { id: lease.id });
           return em.existsBy(BlobGarbageEntity, { blob_id: lease.blobId });
         })
@@ -228,7 +235,7 @@ export class Blobs {
     let deleted = 0;
     for (const blobId of blobIds) {
       const unwanted = await this.ctx.db.work(async (em) => {
-        await lockBlob(em, blobId, true);
+        await lockBlobs(em, [blobId], true);
         if (!(await em.existsBy(BlobGarbageEntity, { blob_id: blobId }))) return false;
         if (await em.existsBy(BlobLeaseEntity, { blob_id: blobId, expires_at: MoreThan(new Date()) }))
           return false;
