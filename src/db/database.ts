@@ -17,6 +17,21 @@ import type { Config } from '../config.ts';
 import { entities } from './entities.ts';
 import { migrations } from './migrations/index.ts';
 
+// What to run once a unit of work has committed, by its transaction's EntityManager.
+const committed = new WeakMap<EntityManager, (() => void)[]>();
+
+/**
+ * afterCommit runs `fn` once the unit of work `em` belongs to has committed, never if it rolls back
+ * (storage I/O a change calls for, such as deleting a blob it made garbage, starts there: never
+ * inside the transaction). Outside a unit of work it runs `fn` on the next tick.
+ */
+export function afterCommit(em: EntityManager, fn: () => void): void {
+  const hooks = committed.get(em);
+  if (hooks) hooks.push(fn);
+  else if (em.queryRunner?.isTransactionActive) committed.set(em, [fn]);
+  else queueMicrotask(fn);
+}
+
 /** DatabaseKind tells which server answers: the embedded SQLite file or PostgreSQL. */
 export type DatabaseKind = 'sqlite' | 'postgres';
 
@@ -76,10 +91,26 @@ export class Database {
 
   /** work runs fn as one transaction; on SQLite no other read or unit of work runs meanwhile. */
   work<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    return this.serialized(() => this.source.transaction(fn));
+    return this.serialized(async () => {
+      let tx: EntityManager | undefined;
+      const result = await this.source.transaction((em) => {
+        tx = em;
+        return fn(em);
+      });
+      const hooks = tx && committed.get(tx);
+      if (hooks) {
+        committed.delete(tx!);
+        for (const hook of hooks) hook();
+      }
+      return result;
+    });
   }
 
-  /** read runs fn without a transaction; on SQLite it still waits its turn, so it never sees uncommitted rows. */
+  /**
+   * read runs fn without a transaction (reads, or statements that each stand alone and commit on
+   * their own, such as a lease's release); on SQLite it still waits its turn, so it never sees
+   * uncommitted rows.
+   */
   read<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     return this.serialized(() => fn(this.source.manager));
   }

@@ -353,7 +353,10 @@ export const UploadPartEntity = new EntitySchema<UploadPartRow>({
   },
 });
 
-/** BlobGarbageRow is a blob no longer wanted; it is deleted after a grace period if still unreferenced. */
+/**
+ * BlobGarbageRow is a blob no longer wanted, or a new blob not committed yet: the collector deletes
+ * it once no row refers to it and no live lease holds it.
+ */
 export interface BlobGarbageRow {
   blob_id: string;
   since: Date;
@@ -365,6 +368,30 @@ export const BlobGarbageEntity = new EntitySchema<BlobGarbageRow>({
   columns: {
     blob_id: { type: 'varchar', length: 64, primary: true },
     since: time(),
+  },
+});
+
+/**
+ * BlobLeaseRow is a reader's (or a writer's) hold on a blob: while it is live (expires_at in the
+ * future) the collector keeps the blob even when it is garbage. Its instance renews it while the
+ * stream is open.
+ */
+export interface BlobLeaseRow {
+  id: string;
+  blob_id: string;
+  /** the instance (process) holding it, for logs and diagnosis */
+  instance: string;
+  expires_at: Date;
+}
+
+export const BlobLeaseEntity = new EntitySchema<BlobLeaseRow>({
+  name: 'BlobLease',
+  tableName: 'blob_leases',
+  columns: {
+    id: { type: 'varchar', length: 32, primary: true },
+    blob_id: { type: 'varchar', length: 64 },
+    instance: { type: 'varchar', length: 32 },
+    expires_at: time(),
   },
 });
 
@@ -645,6 +672,7 @@ export const entities = [
   UploadEntity,
   UploadPartEntity,
   BlobGarbageEntity,
+  BlobLeaseEntity,
   PublicKeyEntity,
   DavLockEntity,
   DavPropertyEntity,

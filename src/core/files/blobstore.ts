@@ -49,6 +49,12 @@ export interface BlobStore {
    */
   freeBytes?(): Promise<number | null>;
 
+  /**
+   * sweep (optional) deletes what puts that a crash interrupted left behind (a local store's
+   * `<id>.partial` files) and nothing has written for `olderThanMs`; resolves with how many.
+   */
+  sweep?(olderThanMs: number): Promise<number>;
+
   /** delete removes blob `id`; deleting a missing blob is not an error. */
   delete(id: BlobId): Promise<void>;
 

@@ -1,24 +1,26 @@
 /**
  * Files: the file side of the core. It hands each principal a FileSession rooted where that
- * principal belongs, serves signed download URLs, runs multi-step uploads, and collects blobs no
- * row refers to any more (after a grace period, so a download that opened the old blob of an
- * overwritten file can finish).
+ * principal belongs, serves signed download URLs, runs multi-step uploads, and runs the background
+ * work: the safety-net collection of garbage blobs (blobs.ts reclaims them as soon as nothing
+ * holds them), upload expiry, and the sweeps of what a crash left on disk.
  */
 import type { Readable } from 'node:stream';
-import { LessThan } from 'typeorm';
-import { BlobGarbageEntity, FileEntity, UploadEntity, UploadPartEntity } from '../../db/entities.ts';
 import type { CoreContext } from '../context.ts';
-import { GatewayError } from '../errors.ts';
 import type { Principal } from '../principal.ts';
 import type { BlobStore, ByteRange } from './blobstore.ts';
+import { Blobs } from './blobs.ts';
 import type { Entry } from './namespace.ts';
 import { FileSession, stagingDir } from './session.ts';
 import { DOWNLOAD_TTL_S, Signer } from './signed.ts';
 import { sweepStaging } from './staging.ts';
 import { Uploads } from './uploads.ts';
 
-/** GARBAGE_GRACE_MS is how long an unreferenced blob is kept before it is deleted. */
-export const GARBAGE_GRACE_MS = 15 * 60 * 1000;
+/**
+ * STALE_PARTIAL_MS is how long a local store's temporary file (`<id>.partial`) may go unwritten
+ * before the sweep deletes it: a live put writes it all the time, so only a crash (kill -9) leaves
+ * one this old. A margin rather than "all at start" keeps it safe for instances sharing a data dir.
+ */
+export const STALE_PARTIAL_MS = 60 * 60 * 1000;
 
 interface DownloadClaims {
   b: string;
@@ -41,14 +43,18 @@ export interface SignedDownload {
 /** Files is the core's file service. */
 export class Files {
   readonly uploads: Uploads;
+  /** leases and garbage of this instance */
+  readonly blobs: Blobs;
   private readonly downloads: Signer;
   private timer: NodeJS.Timeout | null = null;
+  private partialsSweptAt = 0;
 
   constructor(
     private readonly ctx: CoreContext,
     readonly store: BlobStore,
   ) {
-    this.uploads = new Uploads(ctx, store);
+    this.blobs = new Blobs(ctx, store);
+    this.uploads = new Uploads(ctx, store, this.blobs);
     this.downloads = new Signer(ctx.secret, 'download');
   }
 
@@ -59,7 +65,7 @@ export class Files {
   session(p: Principal): FileSession {
     const rooted = p.interface === 'ftp' || p.interface === 'sftp' || p.interface === 'dav';
     const root = rooted && p.user ? p.user.user_root.replace(/\/$/, '') : '';
-    return new FileSession(this.ctx, this.store, p, root);
+    return new FileSession(this.ctx, this.store, this.blobs, p, root);
   }
 
   /** downloadUrl checks read permission, records the `read` Action and signs a URL valid 3 minutes. */
@@ -84,47 +90,28 @@ export class Files {
     return { name: c.n, size: c.s, md5: c.m, mtime: new Date(c.t), blobId: c.b };
   }
 
-  /** openSigned opens the bytes behind a download token; blobs are immutable, so the token names them directly. */
+  /**
+   * openSigned opens the bytes behind a download token; blobs are immutable, so the token names
+   * them directly. The blob is leased while the stream is open; one already collected (the file
+   * was deleted or replaced) is file-not-found.
+   */
   async openSigned(token: string, range?: ByteRange, signal?: AbortSignal): Promise<SignedDownload> {
     const d = this.describeSigned(token);
-    try {
-      const stream = await this.store.get(d.blobId, {
-        ...(range ? { range } : {}),
-        ...(signal ? { signal } : {}),
-      });
-      return { ...d, stream };
-    } catch (err) {
-      if ((err as { code?: string }).code === 'ENOENT')
-        throw new GatewayError('not-found/file-not-found', 'This file no longer exists');
-      throw err;
-    }
+    const stream = await this.blobs.open(d.blobId, {
+      ...(range ? { range } : {}),
+      ...(signal ? { signal } : {}),
+    });
+    return { ...d, stream };
   }
 
   /**
-   * collectGarbage deletes blobs queued as garbage for longer than `graceMs` that no file, upload
-   * or part refers to; two instances doing it at once only delete a blob twice, which is harmless.
+   * collectGarbage is the safety net behind the prompt reclaim: it expires abandoned uploads, drops
+   * expired leases (instances that died) and deletes every garbage blob no row refers to and no
+   * live lease holds. Returns how many blobs it deleted.
    */
-  async collectGarbage(graceMs = GARBAGE_GRACE_MS): Promise<number> {
+  async collectGarbage(): Promise<number> {
     await this.uploads.expire();
-    const due = await this.ctx.db.read((em) =>
-      em.find(BlobGarbageEntity, { where: { since: LessThan(new Date(Date.now() - graceMs)) }, take: 500 }),
-    );
-    let deleted = 0;
-    for (const g of due) {
-      const unreferenced = await this.ctx.db.work(async (em) => {
-        const used =
-          (await em.existsBy(FileEntity, { blob_id: g.blob_id })) ||
-          (await em.existsBy(UploadPartEntity, { blob_id: g.blob_id })) ||
-          (await em.existsBy(UploadEntity, { restart_blob_id: g.blob_id }));
-        await em.delete(BlobGarbageEntity, { blob_id: g.blob_id });
-        return !used;
-      });
-      if (unreferenced) {
-        await this.store.delete(g.blob_id);
-        deleted++;
-      }
-    }
-    return deleted;
+    return this.blobs.collect();
   }
 
   /**
@@ -138,14 +125,30 @@ export class Files {
   }
 
   /**
-   * startBackground sweeps stale staging files now, then runs garbage collection, upload expiry
-   * and the sweep every minute until stop.
+   * sweepPartials deletes the blob store's temporary files of puts a crash interrupted (see
+   * STALE_PARTIAL_MS); `olderThanMs` is for tests.
+   */
+  async sweepPartials(olderThanMs = STALE_PARTIAL_MS): Promise<number> {
+    const deleted = (await this.store.sweep?.(olderThanMs)) ?? 0;
+    if (deleted) this.ctx.log.info('deleted stale partial blobs', { count: deleted });
+    return deleted;
+  }
+
+  /**
+   * startBackground sweeps stale staging and partial files now, then runs garbage collection,
+   * upload expiry and the sweeps every minute until stop.
    */
   startBackground(): Promise<void> {
     if (this.timer) return Promise.resolve();
     const sweep = async () => {
       await this.sweepStaging().catch((err: unknown) => {
         this.ctx.log.warn('staging sweep failed', { error: String(err) });
+      });
+      // Listing every blob folder is not free: at start, then as often as the margin asks.
+      if (Date.now() - this.partialsSweptAt < STALE_PARTIAL_MS / 4) return;
+      this.partialsSweptAt = Date.now();
+      await this.sweepPartials().catch((err: unknown) => {
+        this.ctx.log.warn('partial blob sweep failed', { error: String(err) });
       });
     };
     this.timer = setInterval(() => {
@@ -162,6 +165,7 @@ export class Files {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    await this.blobs.stop();
     await this.store.close();
   }
 }

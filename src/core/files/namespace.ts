@@ -8,9 +8,12 @@
  * on `path` would depend on PostgreSQL's collation).
  */
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
-import { BlobGarbageEntity, FileEntity, type FileRow } from '../../db/entities.ts';
+import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, baseName, parentOf } from '../paths.ts';
+import { markGarbage } from './blobs.ts';
+
+export { markGarbage };
 
 /** Entry is SPEC's file or folder entry, in the path form of the session that asked. */
 export interface Entry {
@@ -137,15 +140,6 @@ export async function ensureFolders(
         `/${show(folder)} is a file, not a folder`,
       );
     if (!row) await insertFolder(em, folder);
-  }
-}
-
-/** markGarbage queues blobs for collection once no row refers to them (gc.ts). */
-export async function markGarbage(em: EntityManager, blobIds: (string | null)[]): Promise<void> {
-  const ids = [...new Set(blobIds.filter((b): b is string => !!b))];
-  for (const blob_id of ids) {
-    if (!(await em.existsBy(BlobGarbageEntity, { blob_id })))
-      await em.insert(BlobGarbageEntity, { blob_id, since: new Date() });
   }
 }
 

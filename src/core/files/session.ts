@@ -5,6 +5,7 @@
  * Action, here, once (DESIGN.md's one rule). Adapters never see a row or a blob.
  */
 import { join as pathJoin } from 'node:path';
+import type { EntityManager } from 'typeorm';
 import type { Readable } from 'node:stream';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { requireCapability, type Capability } from '../access/rights.ts';
@@ -14,6 +15,7 @@ import { GatewayError } from '../errors.ts';
 import { isInside, joinPath, normalizeFilePath, parentOf } from '../paths.ts';
 import type { Principal } from '../principal.ts';
 import type { BlobStore, ByteRange } from './blobstore.ts';
+import type { Blobs, NewBlob } from './blobs.ts';
 import {
   copyTree,
   deleteTree,
@@ -30,7 +32,7 @@ import {
   type ListOptions,
 } from './namespace.ts';
 import { copyDav, forgetDav, moveDav } from './properties.ts';
-import { concat, Hasher, newBlobId } from './transfers.ts';
+import { concat, Hasher } from './transfers.ts';
 import { StagedWrite } from './staging.ts';
 
 /** stagingDir is where staged writes keep their temporary files. */
@@ -63,6 +65,8 @@ export class FileSession {
   constructor(
     private readonly ctx: CoreContext,
     private readonly store: BlobStore,
+    /** leases and garbage: a read holds its blob, a new blob is pending until its commit */
+    readonly blobs: Blobs,
     readonly principal: Principal,
     /** the site folder this session sees as `/` ('' for the site root) */
     readonly root: string,
@@ -265,25 +269,31 @@ export class FileSession {
     path: string,
     opts: { range?: ByteRange; record?: boolean; signal?: AbortSignal } = {},
   ): Promise<Download> {
-    const { site, row } = await this.row(path, 'read');
-    if (row.type === 'directory')
-      throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
-    const size = row.size ?? 0;
-    const { range } = opts;
-    if (
-      range &&
-      (range.start < 0 ||
-        range.start >= size ||
-        (range.end !== undefined && (range.end < range.start || range.end >= size)))
-    ) {
-      throw new GatewayError(
-        'processing-failure/invalid-range',
-        `The range is outside the file's ${size} bytes`,
+    const site = this.site(path);
+    // One unit of work: the check, the row, the lease on its blob, the Action. When the file was
+    // replaced between the row's read and the lease (blobs.ts "Races"), again with the new row.
+    const leased = async (em: EntityManager) => {
+      await requireCapability(em, this.principal, 'read', site);
+      const row = await getRow(em, site);
+      if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
+      if (row.type === 'directory')
+        throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
+      checkRange(opts.range, row.size ?? 0);
+      const blobId = row.blob_id!;
+      const lease = await this.blobs.lease(
+        em,
+        blobId,
+        async () => (await getRow(em, site))?.blob_id === blobId,
       );
-    }
-    if (opts.record !== false) await this.ctx.db.work((em) => this.record(em, 'read', site));
-    const stream = await this.store.get(row.blob_id!, {
-      ...(range ? { range } : {}),
+      if (lease && opts.record !== false) await this.record(em, 'read', site);
+      return lease && { row, lease };
+    };
+    let got = await this.ctx.db.work(leased);
+    for (let again = 0; !got && again < 5; again++) got = await this.ctx.db.work(leased);
+    if (!got) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} keeps changing`);
+    const { row, lease } = got;
+    const stream = await this.blobs.opened(lease, {
+      ...(opts.range ? { range: opts.range } : {}),
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     return { entry: toEntry(row, this.visible(site)), blobId: row.blob_id!, stream };
@@ -345,7 +355,7 @@ export class FileSession {
     }
     const sources: (() => Promise<Readable> | Readable)[] = [];
     if (keep > 0)
-      sources.push(() => this.store.get(existing!.blob_id!, { range: { start: 0, end: keep - 1 } }));
+      sources.push(() => this.blobs.open(existing!.blob_id!, { range: { start: 0, end: keep - 1 } }));
     sources.push(() => body);
     return this.commitBlob(site, sources.length === 1 ? body : concat(sources), existing, opts);
   }
@@ -360,13 +370,18 @@ export class FileSession {
     expectedOld: FileRow | null,
     opts: { mtime?: Date; signal?: AbortSignal } = {},
   ): Promise<Entry> {
-    const blobId = newBlobId();
     const hasher = new Hasher();
+    // Listened to before the first await: a body that fails meanwhile must not be unhandled.
     source.once('error', (err) => hasher.destroy(err));
+    const blob = await this.blobs.create().catch((err: unknown) => {
+      source.destroy();
+      throw err;
+    });
     try {
-      await this.store.put(blobId, source.pipe(hasher), opts.signal ? { signal: opts.signal } : {});
+      await this.store.put(blob.blobId, source.pipe(hasher), opts.signal ? { signal: opts.signal } : {});
     } catch (err) {
       source.destroy();
+      await this.blobs.discard(blob.blobId, blob);
       if (opts.signal?.aborted)
         throw new GatewayError(
           'processing-failure/file-not-uploaded',
@@ -375,19 +390,32 @@ export class FileSession {
       throw err;
     }
     const { md5, crc32 } = hasher.digest();
-    return this.commitRow(site, blobId, { size: hasher.bytes, md5, crc32 }, expectedOld, opts.mtime);
+    return this.commitRow(
+      site,
+      blob.blobId,
+      { size: hasher.bytes, md5, crc32 },
+      expectedOld,
+      opts.mtime,
+      blob,
+    );
   }
 
-  /** commitRow points the row of `site` at a finished blob (or deletes the blob if that fails). */
+  /**
+   * commitRow points the row of `site` at a finished blob, taking away its pending mark when it is
+   * `pending` (blobs.ts create). If that fails the blob is garbage again: reclaimed unless another
+   * row refers to it (an upload part adopted as the file).
+   */
   async commitRow(
     site: string,
     blobId: string,
     facts: { size: number; md5: string | null; crc32: string | null },
     _expectedOld: FileRow | null,
     mtime?: Date,
+    pending?: NewBlob,
   ): Promise<Entry> {
     try {
       return await this.ctx.db.work(async (em) => {
+        if (pending) await this.blobs.settle(em, pending);
         // Checked again: the folder may have gone, or become something else, while bytes streamed.
         await requireCapability(em, this.principal, 'write', site);
         await requireFolder(
@@ -431,8 +459,23 @@ export class FileSession {
         );
       });
     } catch (err) {
-      await this.store.delete(blobId).catch(() => undefined);
+      await this.blobs.discard(blobId, pending).catch(() => undefined);
       throw err;
     }
+  }
+}
+
+/** checkRange refuses a range outside a file of `size` bytes. */
+function checkRange(range: ByteRange | undefined, size: number): void {
+  if (
+    range &&
+    (range.start < 0 ||
+      range.start >= size ||
+      (range.end !== undefined && (range.end < range.start || range.end >= size)))
+  ) {
+    throw new GatewayError(
+      'processing-failure/invalid-range',
+      `The range is outside the file's ${size} bytes`,
+    );
   }
 }

@@ -14,7 +14,6 @@ import type { FileRow } from '../../db/entities.ts';
 import { GatewayError } from '../errors.ts';
 import type { Entry } from './namespace.ts';
 import type { FileSession } from './session.ts';
-import { newBlobId } from './transfers.ts';
 
 /**
  * STALE_STAGING_MS is how long a temporary file may go unmodified before the sweep deletes it. A
@@ -28,10 +27,18 @@ export const STALE_STAGING_MS = 6 * 3600 * 1000;
  * sweepStaging deletes the temporary files in `dir` that nothing has written for `olderThanMs`
  * (left by a crash: a clean stop aborts every staged write) and returns how many it deleted.
  */
-export async function sweepStaging(dir: string, olderThanMs = STALE_STAGING_MS): Promise<number> {
+export function sweepStaging(dir: string, olderThanMs = STALE_STAGING_MS): Promise<number> {
+  return sweepStale(dir, '.part', olderThanMs);
+}
+
+/**
+ * sweepStale deletes the files named `*<suffix>` in `dir` and its subfolders that nothing has
+ * written for `olderThanMs`, and returns how many it deleted (a missing `dir` has none).
+ */
+export async function sweepStale(dir: string, suffix: string, olderThanMs: number): Promise<number> {
   let names: string[];
   try {
-    names = await readdir(dir);
+    names = await readdir(dir, { recursive: true });
   } catch (err) {
     if ((err as { code?: string }).code === 'ENOENT') return 0;
     throw err;
@@ -39,7 +46,7 @@ export async function sweepStaging(dir: string, olderThanMs = STALE_STAGING_MS):
   const cutoff = Date.now() - olderThanMs;
   let deleted = 0;
   for (const name of names) {
-    if (!name.endsWith('.part')) continue;
+    if (!name.endsWith(suffix)) continue;
     const file = path.join(dir, name);
     const info = await stat(file).catch(() => null);
     if (!info?.isFile() || info.mtimeMs > cutoff) continue;
@@ -197,14 +204,20 @@ export class StagedWrite {
       const store = this.session.blobStore;
       if (this.md5 && this.hashedUpTo === this.size && store.adopt) {
         // Written in order: the hashes are known and the staged file itself becomes the blob.
-        const blobId = newBlobId();
-        const { size } = await store.adopt(blobId, this.file);
+        const blob = await this.session.blobs.create();
+        let size: number;
+        try {
+          ({ size } = await store.adopt(blob.blobId, this.file));
+        } catch (err) {
+          await this.session.blobs.discard(blob.blobId, blob);
+          throw err;
+        }
         const facts = {
           size,
           md5: this.md5.digest('hex'),
           crc32: (this.crc >>> 0).toString(16).padStart(8, '0'),
         };
-        return await this.session.commitRow(this.site, blobId, facts, this.existing, this.mtime);
+        return await this.session.commitRow(this.site, blob.blobId, facts, this.existing, this.mtime, blob);
       }
       const body = createReadStream(this.file);
       return await this.session.commitBlob(this.site, body, this.existing, {

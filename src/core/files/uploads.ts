@@ -21,6 +21,7 @@ import {
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import { isMultipartStore, type BlobStore, type UploadedPart } from './blobstore.ts';
+import type { Blobs } from './blobs.ts';
 import { getRow, markGarbage, type Entry } from './namespace.ts';
 import type { FileSession } from './session.ts';
 import { Signer, UPLOAD_TTL_S } from './signed.ts';
@@ -66,6 +67,7 @@ export class Uploads {
   constructor(
     private readonly ctx: CoreContext,
     private readonly store: BlobStore,
+    private readonly blobs: Blobs,
   ) {
     this.signer = new Signer(ctx.secret, 'upload');
   }
@@ -209,12 +211,19 @@ export class Uploads {
     const upload = await this.ctx.db.read((em) => em.findOneBy(UploadEntity, { ref: claims.ref }));
     if (!upload || upload.expires_at.getTime() < Date.now())
       throw new GatewayError('not-found/file-upload-not-found', 'This upload no longer exists');
-    const blobId = newBlobId();
     const hasher = new Hasher();
+    // Listened to before the first await: a body that fails meanwhile must not be unhandled.
     body.once('error', (err) => hasher.destroy(err));
-    await this.store.put(blobId, body.pipe(hasher), signal ? { signal } : {});
+    const blob = await this.blobs.create();
+    const blobId = blob.blobId;
+    try {
+      await this.store.put(blobId, body.pipe(hasher), signal ? { signal } : {});
+    } catch (err) {
+      await this.blobs.discard(blobId, blob);
+      throw err;
+    }
     if (hasher.bytes !== length) {
-      await this.store.delete(blobId);
+      await this.blobs.discard(blobId, blob);
       throw new GatewayError(
         'bad-request/invalid-body',
         `Received ${hasher.bytes} bytes, Content-Length said ${length}`,
@@ -238,9 +247,10 @@ export class Uploads {
           md5,
           crc32,
         });
+        await this.blobs.settle(em, blob);
       });
     } catch (err) {
-      await this.store.delete(blobId).catch(() => undefined);
+      await this.blobs.discard(blobId, blob).catch(() => undefined);
       throw err;
     }
     return { etag: md5, size: hasher.bytes };
@@ -338,7 +348,8 @@ export class Uploads {
       await this.ctx.db.work(async (em) => {
         const parts = await em.findBy(UploadPartEntity, { ref: row.ref });
         await em.delete(UploadEntity, { ref: In([row.ref]) });
-        await markGarbage(em, [row.restart_blob_id, ...parts.map((p) => p.blob_id)]);
+        // row.blob_id too: on S3 a completion whose commit failed made it a blob.
+        await markGarbage(em, [row.blob_id, row.restart_blob_id, ...parts.map((p) => p.blob_id)]);
       });
     }
     return expired.length;

@@ -4,6 +4,7 @@ import { Webdav1763942400000 } from './0003-webdav.ts';
 import { PublicKeys1764028800000 } from './0004-public-keys.ts';
 import { Events1764115200000 } from './0005-events.ts';
 import { EventFaults1764460800000 } from './0006-event-faults.ts';
+import { BlobLeases1764547200000 } from './0007-blob-leases.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -13,4 +14,5 @@ export const migrations = [
   PublicKeys1764028800000,
   Events1764115200000,
   EventFaults1764460800000,
+  BlobLeases1764547200000,
 ];

@@ -372,11 +372,10 @@ export class FilesFixture {
     return out.sort();
   }
 
-  /** collectGarbage runs the core's garbage collection with no grace period. */
+  /** collectGarbage waits for the reclaims under way, then runs the core's safety-net collection. */
   async collectGarbage(): Promise<number> {
-    // Garbage is collected when queued strictly before "now - grace": let the clock move on.
-    await sleep(5);
-    return this.gw.core.files.collectGarbage(0);
+    await this.gw.core.files.blobs.idle();
+    return this.gw.core.files.collectGarbage();
   }
 }
 

@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BlobNotFound, isBlobId, type BlobId, type BlobStore, type ByteRange } from '../blobstore.ts';
+import { sweepStale } from '../staging.ts';
 
 /** LocalBlobStore stores blobs on the local disk. */
 export class LocalBlobStore implements BlobStore {
@@ -23,7 +24,15 @@ export class LocalBlobStore implements BlobStore {
 
   async put(id: BlobId, body: Readable, opts: { signal?: AbortSignal } = {}): Promise<{ size: number }> {
     const final = this.file(id);
-    await mkdir(path.dirname(final), { recursive: true });
+    // A body that fails while the folder is made is reported by the pipeline below (it sees the
+    // destroyed stream), not thrown as an unhandled 'error' event meanwhile.
+    const early = () => undefined;
+    body.once('error', early);
+    try {
+      await mkdir(path.dirname(final), { recursive: true });
+    } finally {
+      body.off('error', early);
+    }
     const partial = `${final}.partial`;
     // 1 MiB of buffer (not the default 16 KiB): the source keeps flowing while a write is in
     // flight and queued chunks go out in one writev; 30-50% faster uploads (files.bench.ts).
@@ -101,6 +110,11 @@ export class LocalBlobStore implements BlobStore {
     } catch {
       return null;
     }
+  }
+
+  /** sweep deletes `<id>.partial` files a crash left (put removes its own on any error). */
+  sweep(olderThanMs: number): Promise<number> {
+    return sweepStale(this.root, '.partial', olderThanMs);
   }
 
   async delete(id: BlobId): Promise<void> {

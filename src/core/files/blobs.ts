@@ -1,0 +1,317 @@
+/**
+ * The life of a blob after its bytes are written, in one place: who may still need it (leases),
+ * when nobody wants it any more (garbage), and deleting it (reclaim). Issue 19 item 2: space comes
+ * back as soon as no reader holds a blob, not after a fixed delay.
+ *
+ * Garbage. A blob that a commit stops referring to (a file deleted or overwritten, a part
+ * replaced, an upload dropped) is queued in blob_garbage in that commit's unit of work. So is a new
+ * blob before its bytes are written (`create`): the commit that points a row at it takes the mark
+ * away (`settle`), and a blob whose writer crashed between its put and its commit stays garbage
+ * and is collected. Right after a unit of work that queued garbage commits, the blobs are
+ * reclaimed in the background: deleted when no row refers to them and no live lease holds them.
+ *
+ * Leases. Every read of a blob (a download on any protocol, a copy or append source inside the
+ * core) holds a lease: a row in blob_leases, inserted in the unit of work that resolves the file
+ * (or next to it), deleted when the stream closes. The release of the last lease of a garbage
+ * blob reclaims it. Leases are rows because several instances share one database (DESIGN.md
+ * "Scale-out"): a reader on another instance keeps its blob. A lease expires after LEASE_TTL_MS
+ * unless its instance renews it (every live lease of the instance in one statement a minute), so
+ * an instance that died holds nothing for longer than that; the minute's collection then takes
+ * what such leases held. On PostgreSQL the table is UNLOGGED (no WAL flush per download).
+ *
+ * Races (PostgreSQL's READ COMMITTED; SQLite runs one unit of work at a time). A reader takes a
+ * shared advisory lock on the blob, then checks that the blob is still wanted (its file row still
+ * names it, or for a blob named directly, some row or its garbage mark is still there), then
+ * inserts its lease and commits. The collector takes the same lock exclusively before it looks for
+ * leases. So either the collector comes second and sees the lease, or the reader comes second and
+ * sees the blob gone (and re-reads the file row, or answers file-not-found). An advisory lock
+ * writes no row, so this costs no WAL flush (a FOR SHARE row lock would, at every download).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { In, LessThan, MoreThan, type DataSource, type EntityManager } from 'typeorm';
+import { afterCommit } from '../../db/database.ts';
+import {
+  BlobGarbageEntity,
+  BlobLeaseEntity,
+  FileEntity,
+  UploadEntity,
+  UploadPartEntity,
+} from '../../db/entities.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import type { BlobId, BlobStore, ByteRange } from './blobstore.ts';
+import { newBlobId } from './transfers.ts';
+
+/** LEASE_TTL_MS is how long a lease holds its blob unless its instance renews it. */
+export const LEASE_TTL_MS = 5 * 60 * 1000;
+/** LEASE_RENEW_MS is how often an instance renews the leases it holds. */
+export const LEASE_RENEW_MS = 60 * 1000;
+// How many garbage blobs one collection looks at, and how many ids go in one statement.
+const BATCH = 500;
+
+/** Lease is one hold on a blob, released once. */
+export interface Lease {
+  readonly id: string;
+  readonly blobId: BlobId;
+}
+
+/** NewBlob is a blob id recorded as pending garbage, held by its writer's lease until the commit. */
+export type NewBlob = Lease;
+
+// The Blobs of each database, so markGarbage (called inside any unit of work) can reach them.
+const byDatabase = new WeakMap<DataSource, Blobs>();
+
+/**
+ * markGarbage queues blobs as no longer wanted, in the caller's unit of work; once it commits they
+ * are reclaimed unless a row still refers to them or a lease holds them.
+ */
+export async function markGarbage(em: EntityManager, blobIds: (string | null)[]): Promise<void> {
+  const ids = [...new Set(blobIds.filter((b): b is string => !!b))];
+  if (ids.length === 0) return;
+  // Under the collector's lock: a collector that found this blob still referenced (by the row this
+  // unit of work drops) and dropped its mark must commit before the mark is looked for here.
+  await lockBlobs(em, ids, true);
+  for (const blob_id of ids) {
+    if (!(await em.existsBy(BlobGarbageEntity, { blob_id })))
+      await em.insert(BlobGarbageEntity, { blob_id, since: new Date() });
+  }
+  const blobs = byDatabase.get(em.connection);
+  if (blobs) afterCommit(em, () => blobs.reclaimSoon(ids));
+}
+
+/**
+ * lockBlobs takes PostgreSQL's advisory locks on blobs until the unit of work ends: shared for a
+ * reader, exclusive for the collector and for marking garbage (SQLite runs one unit of work at a
+ * time: nothing to do).
+ */
+async function lockBlobs(em: EntityManager, blobIds: BlobId[], exclusive: boolean): Promise<void> {
+  if (em.connection.driver.options.type !== 'postgres') return;
+  const fn = exclusive ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared';
+  // In one order (the array's, sorted), so two units of work locking several blobs do not deadlock.
+  await em.query(`SELECT ${fn}(hashtextextended(b, 0)) FROM unnest($1::text[]) AS b`, [[...blobIds].sort()]);
+}
+
+/** Blobs tracks this instance's leases and reclaims garbage blobs. */
+export class Blobs {
+  /** instance names this process in the lease rows it writes. */
+  readonly instance = randomBytes(8).toString('hex');
+  private readonly live = new Map<string, Lease>();
+  private renewal: NodeJS.Timeout | null = null;
+  private readonly running = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly ctx: CoreContext,
+    private readonly store: BlobStore,
+  ) {
+    byDatabase.set(ctx.db.source, this);
+  }
+
+  /** liveLeases counts the leases this instance holds now (for tests and diagnosis). */
+  get liveLeases(): number {
+    return this.live.size;
+  }
+
+  /**
+   * lease inserts a lease on `blobId` in the caller's unit of work once `stillWanted` (run under the
+   * blob's lock, see "Races") says the blob is still there, else returns null; it counts once the
+   * unit of work commits.
+   */
+  async lease(em: EntityManager, blobId: BlobId, stillWanted: () => Promise<boolean>): Promise<Lease | null> {
+    await lockBlobs(em, [blobId], false);
+    if (!(await stillWanted())) return null;
+    return this.insertLease(em, blobId);
+  }
+
+  private async insertLease(em: EntityManager, blobId: BlobId): Promise<Lease> {
+    const lease: Lease = { id: randomBytes(16).toString('hex'), blobId };
+    await em.insert(BlobLeaseEntity, {
+      id: lease.id,
+      blob_id: blobId,
+      instance: this.instance,
+      expires_at: new Date(Date.now() + LEASE_TTL_MS),
+    });
+    afterCommit(em, () => this.hold(lease));
+    return lease;
+  }
+
+  /**
+   * open leases blob `blobId`, named directly (a signed download URL, the kept bytes of an append),
+   * and opens it; the lease goes when the stream closes. A blob that was collected is
+   * file-not-found.
+   */
+  async open(blobId: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
+    const lease = await this.ctx.db.work((em) =>
+      this.lease(
+        em,
+        blobId,
+        async () =>
+          (await em.existsBy(FileEntity, { blob_id: blobId })) ||
+          (await em.existsBy(BlobGarbageEntity, { blob_id: blobId })),
+      ),
+    );
+    if (!lease) throw new GatewayError('not-found/file-not-found', 'This file no longer exists');
+    return this.opened(lease, opts);
+  }
+
+  /** opened opens the leased blob and releases the lease when the stream closes (or fails to open). */
+  async opened(lease: Lease, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
+    let stream: Readable;
+    try {
+      stream = await this.store.get(lease.blobId, opts);
+    } catch (err) {
+      this.release(lease);
+      if ((err as { code?: string }).code === 'ENOENT')
+        throw new GatewayError('not-found/file-not-found', 'This file no longer exists');
+      throw err;
+    }
+    stream.once('close', () => this.release(lease));
+    return stream;
+  }
+
+  /**
+   * create names a new blob and records it, before any byte is written, as garbage held by its
+   * writer's lease: if the process dies before the commit, the lease expires and the blob is
+   * collected. The commit calls settle(); a writer that gives up calls discard().
+   */
+  async create(): Promise<NewBlob> {
+    const id = newBlobId();
+    return this.ctx.db.work(async (em) => {
+      await em.insert(BlobGarbageEntity, { blob_id: id, since: new Date() });
+      return this.insertLease(em, id);
+    });
+  }
+
+  /** settle, in the unit of work that makes a row refer to the new blob, takes its pending mark and lease away. */
+  async settle(em: EntityManager, blob: NewBlob): Promise<void> {
+    await em.delete(BlobGarbageEntity, { blob_id: blob.blobId });
+    await em.delete(BlobLeaseEntity, { id: blob.id });
+    afterCommit(em, () => this.live.delete(blob.id));
+  }
+
+  /**
+   * discard gives up a blob whose commit failed or never came: it is garbage again (unless a row
+   * refers to it, as an upload part adopted as the file does) and is reclaimed when nothing holds it.
+   */
+  async discard(blobId: BlobId, pending?: NewBlob): Promise<void> {
+    if (pending) this.live.delete(pending.id);
+    await this.ctx.db.work(async (em) => {
+      if (pending) await em.delete(BlobLeaseEntity, { id: pending.id });
+      await markGarbage(em, [blobId]);
+    });
+  }
+
+  /**
+   * release ends a lease (once; a second call does nothing). When the blob is garbage and no other
+   * live lease holds it, it is reclaimed now. A release that fails leaves a row that nobody renews:
+   * it expires.
+   */
+  release(lease: Lease): void {
+    if (!this.live.delete(lease.id)) return;
+    // No unit of work: the delete commits on its own, then the look at the garbage mark (a
+    // collector that saw the lease before the delete left the blob to this check).
+    this.track(
+      this.ctx.db
+        .read(async (em) => {
+          await em.delete(BlobLeaseEntity, { id: lease.id });
+          return em.existsBy(BlobGarbageEntity, { blob_id: lease.blobId });
+        })
+        .then((garbage) => (garbage ? this.reclaim([lease.blobId]) : 0)),
+    );
+  }
+
+  /** reclaimSoon reclaims blobs in the background, after the commit that made them garbage. */
+  reclaimSoon(blobIds: BlobId[]): void {
+    this.track(this.reclaim(blobIds));
+  }
+
+  /**
+   * reclaim deletes each blob that is garbage, referred to by no row and held by no live lease,
+   * and returns how many it deleted. The check is a short unit of work per blob, the delete comes
+   * after it; of two instances reclaiming one blob at once only the one that took its garbage row
+   * deletes it.
+   */
+  async reclaim(blobIds: BlobId[]): Promise<number> {
+    let deleted = 0;
+    for (const blobId of blobIds) {
+      const unwanted = await this.ctx.db.work(async (em) => {
+        await lockBlobs(em, [blobId], true);
+        if (!(await em.existsBy(BlobGarbageEntity, { blob_id: blobId }))) return false;
+        if (await em.existsBy(BlobLeaseEntity, { blob_id: blobId, expires_at: MoreThan(new Date()) }))
+          return false;
+        const used =
+          (await em.existsBy(FileEntity, { blob_id: blobId })) ||
+          (await em.existsBy(UploadPartEntity, { blob_id: blobId })) ||
+          (await em.existsBy(UploadEntity, { restart_blob_id: blobId })) ||
+          (await em.existsBy(UploadEntity, { blob_id: blobId }));
+        const r = await em.delete(BlobGarbageEntity, { blob_id: blobId });
+        return !used && r.affected !== 0;
+      });
+      if (unwanted) {
+        await this.store.delete(blobId);
+        deleted++;
+      }
+    }
+    return deleted;
+  }
+
+  /**
+   * collect is the safety net run every minute: it drops expired leases (of instances that died,
+   * or releases that failed) and reclaims the garbage they held, and whatever a crash kept from
+   * being reclaimed after its commit. Returns how many blobs it deleted.
+   */
+  async collect(): Promise<number> {
+    const due = await this.ctx.db.work(async (em) => {
+      await em.delete(BlobLeaseEntity, { expires_at: LessThan(new Date()) });
+      return em
+        .createQueryBuilder(BlobGarbageEntity, 'g')
+        .select('g.blob_id', 'blob_id')
+        .where('NOT EXISTS (SELECT 1 FROM blob_leases l WHERE l.blob_id = g.blob_id)')
+        .orderBy('g.since', 'ASC')
+        .limit(BATCH)
+        .getRawMany<{ blob_id: string }>();
+    });
+    return this.reclaim(due.map((g) => g.blob_id));
+  }
+
+  /** idle resolves once the releases and reclaims under way (and those they started) are done. */
+  async idle(): Promise<void> {
+    while (this.running.size) await Promise.allSettled([...this.running]);
+  }
+
+  /** stop ends the renewal and waits for the releases and reclaims under way. */
+  async stop(): Promise<void> {
+    if (this.renewal) clearInterval(this.renewal);
+    this.renewal = null;
+    await this.idle();
+  }
+
+  private hold(lease: Lease): void {
+    this.live.set(lease.id, lease);
+    if (this.renewal) return;
+    this.renewal = setInterval(() => this.track(this.renew()), LEASE_RENEW_MS);
+    this.renewal.unref();
+  }
+
+  /** renew pushes the expiry of every lease this instance holds, a few hundred ids a statement. */
+  private async renew(): Promise<void> {
+    const ids = [...this.live.keys()];
+    if (ids.length === 0) {
+      if (this.renewal) clearInterval(this.renewal);
+      this.renewal = null;
+      return;
+    }
+    const expires_at = new Date(Date.now() + LEASE_TTL_MS);
+    for (let i = 0; i < ids.length; i += BATCH) {
+      const chunk = ids.slice(i, i + BATCH);
+      await this.ctx.db.work((em) => em.update(BlobLeaseEntity, { id: In(chunk) }, { expires_at }));
+    }
+  }
+
+  private track(work: Promise<unknown>): void {
+    const p = work
+      .catch((err: unknown) => this.ctx.log.warn('blob reclaim failed', { error: String(err) }))
+      .finally(() => this.running.delete(p));
+    this.running.add(p);
+  }
+}
