@@ -3,6 +3,12 @@
  * length, UTF-8 decoded on whole lines), the session's state, and the replies. Commands run one at
  * a time; a transfer runs beside the loop, so ABOR, STAT and NOOP are answered while it runs and
  * other commands wait for it.
+ *
+ * Ordering (the rule every front end keeps, see protocols/sftp/order.ts): a command takes effect
+ * after every command the client sent before it on this connection, because the loop runs them in
+ * turn and a transfer commits before its 226. Across connections (lftp mirror -P, FileZilla's
+ * parallel transfers) a client orders its own work by waiting for replies, and a reply is only
+ * sent once the change is committed.
  */
 import type net from 'node:net';
 import tls from 'node:tls';

@@ -3,6 +3,11 @@
  * (after user_root) at `/`. OPTIONS is answered before authentication (Windows asks `/` first and
  * gives up on a 401); every other request authenticates through the core, then one module per
  * method translates it into core calls.
+ *
+ * Ordering: each request's change is committed before its response, and HTTP/1.1 clients (Finder,
+ * Explorer, davfs2, rclone) send a dependent request only after the response to the one it depends
+ * on, on the same connection or another; requests in flight together are independent by the
+ * client's own choice, so no queue is needed here (unlike SFTP: protocols/sftp/order.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type https from 'node:https';
