@@ -31,6 +31,12 @@ const DEBIAN_CLIENTS = [
   { command: 'scp', package: 'openssh-client' },
   { command: 'ssh-keygen', package: 'openssh-client' },
   { command: 'sshpass', package: 'sshpass' },
+  // The mount suite: real FUSE mounts and the everyday tools run on them.
+  { command: 'sshfs', package: 'sshfs' },
+  { command: 'fusermount3', package: 'fuse3' },
+  { command: 'git', package: 'git' },
+  { command: 'rsync', package: 'rsync' },
+  { command: 'sqlite3', package: 'sqlite3' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];
