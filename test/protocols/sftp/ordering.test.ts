@@ -7,6 +7,7 @@ import { expect } from 'chai';
 import { Readable } from 'node:stream';
 import { operatorPrincipal, type Core } from '../../../src/core/index.ts';
 import { dbKind, startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
+import { captureLogs } from '../../helpers/logs.ts';
 import { makeSftpUser, rawSftp, str, u32, u64, type RawSftp } from './clients.ts';
 
 const PASSWORD = 'Sftp-order-3';
@@ -224,6 +225,31 @@ describe(`SFTP request order and open files (${dbKind})`, function () {
     } finally {
       c.close();
     }
+  });
+
+  it('logs a refused request at info with user, path and status, and not a missing name', async () => {
+    const u = await makeUser();
+    await gw.core.users.create(operatorPrincipal(), {
+      username: `${u.username}ro`,
+      password: PASSWORD,
+      user_root: `${u.root}/`,
+      grant_permission: 'read',
+    });
+    const capture = captureLogs(gw.core);
+    const c = await Pipe.open(port, `${u.username}ro`);
+    try {
+      const denied = await c.reply(c.send(FXP.OPEN, ...open('/nope.txt', F.WRITE | F.CREAT)));
+      expect([denied[0], denied.readUInt32BE(5)]).to.deep.equal([FXP.STATUS, 3]);
+      const missing = await c.reply(c.send(FXP.STAT, str('/missing.txt')));
+      expect(missing.readUInt32BE(5)).to.equal(2);
+    } finally {
+      c.close();
+      capture.stop();
+    }
+    const refused = capture.lines.filter((l) => l.message === 'sftp request refused');
+    expect(refused.map((l) => [l.level, l.user, l.request, l.path, l.status])).to.deep.equal([
+      ['info', `${u.username}ro`, 'open', '/nope.txt', 'PERMISSION_DENIED'],
+    ]);
   });
 
   it('answers hardlink@openssh.com with "operation unsupported"', async () => {

@@ -10,9 +10,8 @@ import { mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } f
 import { statfs } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
-import winston from 'winston';
 import { dbKind } from '../../helpers/gateway.ts';
+import { captureLogs, type LogCapture } from '../../helpers/logs.ts';
 import { ALICE, lockBody, multistatus, rcloneFlags, run, startDav, type DavFixture } from './fixture.ts';
 
 const OC = 'http://owncloud.org/ns';
@@ -368,25 +367,13 @@ describe(`WebDAV as Explorer, Finder and an operator see it (${dbKind})`, () => 
   });
 
   describe('failed requests in the log', () => {
+    let capture: LogCapture;
     let lines: Record<string, unknown>[];
-    let transport: winston.transport;
     before(() => {
-      lines = [];
-      const sink = new Writable({
-        objectMode: true,
-        write(info: Record<string, unknown>, _enc, done) {
-          lines.push(info);
-          done();
-        },
-      });
-      transport = new winston.transports.Stream({ stream: sink, level: 'info' });
-      f.gw.core.log.add(transport);
-      f.gw.core.log.silent = false;
+      capture = captureLogs(f.gw.core);
+      lines = capture.lines;
     });
-    after(() => {
-      f.gw.core.log.remove(transport);
-      f.gw.core.log.silent = true;
-    });
+    after(() => capture.stop());
 
     it('logs each failure but "not found" once at info, with user, interface, path and status', async () => {
       await f.dav('MKCOL', '/logs');
