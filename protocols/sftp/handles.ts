@@ -36,8 +36,6 @@ export interface WriteHandle {
   touched: Date;
   /** the path was removed or replaced while open: CLOSE discards the bytes, as a disk drops an unlinked file */
   detached: boolean;
-  /** CLOSE has finished (committed or failed) */
-  closed: boolean;
 }
 
 /** DirHandle is a folder listing read in pages by READDIR. */

@@ -11,7 +11,13 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { statfs } from 'node:fs/promises';
 import type { Duplex } from 'node:stream';
-import { GatewayError, resolveChroot, type Entry, type FileSession } from '../../src/core/index.ts';
+import {
+  GatewayError,
+  resolveChroot,
+  type Entry,
+  type FileSession,
+  type StagedWrite,
+} from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { sftpStatus } from './errors.ts';
 import {
@@ -216,7 +222,9 @@ export class SftpSession {
    * earlier request on `handles`, has finished. A failure worth an operator's eye is logged.
    */
   private run(op: string, touch: Touch, fn: () => Promise<void>, handles: Handle[] = []): Promise<void> {
-    const { ready, finish } = this.order.admit(touch);
+    const { ready, finish } = this.order.admit(
+      handles.length === 1 ? { ...touch, owner: handles[0] } : touch,
+    );
     let p: Promise<void>;
     if (handles.length === 0) p = ready.then(fn);
     else {
@@ -255,6 +263,13 @@ export class SftpSession {
     let found: WriteHandle | undefined;
     for (const h of this.handles.all()) if (h.kind === 'write' && !h.detached && h.path === p) found = h;
     return found;
+  }
+
+  /** sharedWith tells whether another open handle of this session writes the same open file as `h`. */
+  private sharedWith(h: WriteHandle): boolean {
+    for (const o of this.handles.all())
+      if (o !== h && o.kind === 'write' && o.staged === h.staged) return true;
+    return false;
   }
 
   /** writersAt is every handle of this session writing `p`. */
@@ -307,14 +322,9 @@ export class SftpSession {
           async () => {
             this.handles.delete(raw);
             if (h.kind === 'read') h.cursor?.close();
-            // The upload becomes visible here, and its failure is reported here.
-            if (h.kind === 'write') {
-              try {
-                await this.commit(h);
-              } finally {
-                h.closed = true;
-              }
-            }
+            // The upload becomes visible here, and its failure is reported here — at the last CLOSE
+            // of the file when this session opened it twice (see openFile).
+            if (h.kind === 'write' && !this.sharedWith(h)) await this.commit(h);
             this.status(id, Status.OK);
           },
           [h],
@@ -484,7 +494,7 @@ export class SftpSession {
       throw new GatewayError('bad-request/request-params-invalid', 'This handle is not open for reading');
     if (h.writer) {
       // Opened while this session was writing the file: its bytes until that CLOSE, then the file.
-      if (!h.writer.closed && !h.writer.detached)
+      if (h.writer.staged.isOpen && !h.writer.detached)
         return this.sendData(id, await h.writer.staged.readAt(offset, len));
       h.writer = null;
       h.cursor?.close();
@@ -612,13 +622,24 @@ export class SftpSession {
         if (!exists && !(flags & OpenFlags.CREAT))
           throw new GatewayError('not-found/file-not-found', `/${p} does not exist`);
       }
-      const staged = await this.files.stage(p, {
-        truncate: (flags & OpenFlags.TRUNC) !== 0,
-        signal: this.abort.signal,
-      });
-      if (this.closed) {
-        await staged.abort();
-        return;
+      const truncate = (flags & OpenFlags.TRUNC) !== 0;
+      // Opened again while this session still writes it: one open file, as on a disk. sshfs sends
+      // the OPEN of `echo more >> f` before the CLOSE of `printf hello > f` when the kernel's
+      // release of the first lags; a second staged copy would lose the first write.
+      const open = this.writerAt(p);
+      let staged: StagedWrite;
+      if (open) {
+        staged = open.staged;
+        if (truncate) {
+          open.pendingCopy = null;
+          await staged.truncate(0);
+        } else await this.materialize(open);
+      } else {
+        staged = await this.files.stage(p, { truncate, signal: this.abort.signal });
+        if (this.closed) {
+          await staged.abort();
+          return;
+        }
       }
       const handle = this.handles.add({
         kind: 'write',
@@ -630,7 +651,6 @@ export class SftpSession {
         readable: (flags & OpenFlags.READ) !== 0,
         touched: new Date(),
         detached: false,
-        closed: false,
       });
       return this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
     }

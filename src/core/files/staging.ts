@@ -162,6 +162,11 @@ export class StagedWrite {
     this.site = site;
   }
 
+  /** isOpen tells whether the write still takes bytes (neither committed nor aborted). */
+  get isOpen(): boolean {
+    return !this.done;
+  }
+
   /** isNew tells whether the file did not exist when this write was opened. */
   get isNew(): boolean {
     return this.existing === null;

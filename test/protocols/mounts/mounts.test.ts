@@ -11,7 +11,15 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
@@ -254,8 +262,15 @@ async function mountRclone(dir: string, remote: string, extra: string[]): Promis
   });
 
   after(async () => {
-    if (gw) expect(await stopProcess(gw)).to.equal(0);
-    if (work) rmSync(work, { recursive: true, force: true });
+    if (!work) return;
+    // Nothing may still be mounted when the folder is removed: rm would reach through a mount.
+    for (const name of readdirSync(work).filter((n) => n.startsWith('mnt-'))) {
+      const dir = path.join(work, name);
+      if ((await run(['mountpoint', '-q', dir])).code === 0) await run(['fusermount3', '-uz', dir]);
+    }
+    const code = gw ? await stopProcess(gw) : 0;
+    rmSync(work, { recursive: true, force: true, maxRetries: 5 });
+    expect(code, 'the gateway stopped cleanly').to.equal(0);
   });
 
   const kinds: [string, () => Promise<Mount>][] = [

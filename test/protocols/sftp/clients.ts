@@ -84,6 +84,8 @@ export function run(
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+    // A program that exits without reading its input (rclone rc) makes the write fail with EPIPE.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(input);
   });
 }

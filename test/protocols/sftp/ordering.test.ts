@@ -176,6 +176,27 @@ describe(`SFTP request order and open files (${dbKind})`, function () {
     }
   });
 
+  it('keeps both writes when the append opens before the first CLOSE (sshfs with a lagging release)', async () => {
+    const u = await makeUser();
+    await files(gw.core).write(`${u.root}/g.txt`, Readable.from([Buffer.from('old content\n')]));
+    const c = await Pipe.open(port, u.username);
+    try {
+      for (let i = 0; i < 3; i++) {
+        const h1 = await c.handle(c.send(FXP.OPEN, ...open('/g.txt', F.WRITE | F.CREAT | F.TRUNC)));
+        await c.ok(c.send(FXP.WRITE, ...write(h1, 0, `hello ${i}\n`)));
+        const h2 = await c.handle(c.send(FXP.OPEN, ...open('/g.txt', F.WRITE | F.APPEND)));
+        await c.ok(c.send(FXP.WRITE, ...write(h2, 8, 'more\n')));
+        await c.ok(c.send(FXP.CLOSE, str(h1)));
+        // Still open through h2: the session sees both writes, nobody else sees a half file yet.
+        expect(await c.size(c.send(FXP.STAT, str('/g.txt')))).to.equal(13);
+        await c.ok(c.send(FXP.CLOSE, str(h2)));
+        expect(await content(`${u.root}/g.txt`)).to.equal(`hello ${i}\nmore\n`);
+      }
+    } finally {
+      c.close();
+    }
+  });
+
   it('lists a file created and not yet closed, and reads back what a read-write handle wrote', async () => {
     const u = await makeUser();
     const c = await Pipe.open(port, u.username);
