@@ -190,7 +190,12 @@ export class DataChannel {
     wait: (resolve: () => void, reject: (err: Error) => void) => void,
   ): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      // The wait's listeners outlive it (a data socket's 'close' after its TLS handshake): once
+      // settled, a late failure must not release the channel, by then the next transfer's.
+      let settled = false;
       const fail = (err: Error) => {
+        if (settled) return;
+        settled = true;
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
         socket?.destroy();
@@ -205,6 +210,8 @@ export class DataChannel {
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
       wait(() => {
+        if (settled) return;
+        settled = true;
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
         resolve();

@@ -7,38 +7,16 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createCore, type Core } from '../../src/core/index.ts';
 import { createLogger } from '../../src/log.ts';
 import { startGateway } from '../../src/main.ts';
+import { freshDatabase } from './database.ts';
 
 /** TEST_DATABASE_URL selects PostgreSQL for the whole run (npm test leaves it empty for SQLite). */
 export const TEST_DATABASE_URL = process.env.SVC_TEST_DATABASE_URL ?? '';
 /** dbKind names the database this run tests, for test titles. */
 export const dbKind = TEST_DATABASE_URL ? 'postgres' : 'sqlite';
-
-let counter = 0;
-
-/** freshDatabase makes an empty PostgreSQL database on the test server and returns its URL and a drop. */
-async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `svc_t_${process.pid}_${Date.now()}_${counter++}`;
-  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(TEST_DATABASE_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
 
 /** TestConfig is a config with its own data dir and database, and the cleanup of both. */
 export interface TestConfig {
@@ -49,7 +27,7 @@ export interface TestConfig {
 /** testConfig builds settings for one test core or gateway: port 0 everywhere, cheap bcrypt, quiet. */
 export async function testConfig(overrides: Record<string, unknown> = {}): Promise<TestConfig> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
-  const db = TEST_DATABASE_URL ? await freshDatabase() : null;
+  const db = TEST_DATABASE_URL ? await freshDatabase(TEST_DATABASE_URL) : null;
   const base = {
     data_dir: dir,
     database: { url: db?.url ?? '' },

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import { operatorPrincipal, type Core } from '../../../src/core/index.ts';
+import { FtpReplies } from '../../helpers/ftp-replies.ts';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 
 /** PASSWORD is every test user's password. */
@@ -126,31 +127,20 @@ export function md5(data: Buffer | string): string {
  * For what no real client sends: split commands, garbage, overlong lines, other source addresses.
  */
 export class RawControl {
-  private buffer = '';
-  private waiters: (() => void)[] = [];
-  readonly lines: string[] = [];
-  closed = false;
+  private readonly replies = new FtpReplies();
 
   private constructor(readonly socket: net.Socket) {
-    socket.setEncoding('utf8');
-    socket.on('data', (d: string) => {
-      this.buffer += d;
-      let nl: number;
-      while ((nl = this.buffer.indexOf('\n')) >= 0) {
-        this.lines.push(this.buffer.slice(0, nl).replace(/\r$/, ''));
-        this.buffer = this.buffer.slice(nl + 1);
-      }
-      this.wake();
-    });
-    socket.on('close', () => {
-      this.closed = true;
-      this.wake();
-    });
-    socket.on('error', () => undefined);
+    this.replies.attach(socket);
   }
 
-  private wake() {
-    for (const w of this.waiters.splice(0)) w();
+  /** lines are the lines received and not yet read as a reply. */
+  get lines(): string[] {
+    return this.replies.lines;
+  }
+
+  /** closed tells whether the server closed the connection. */
+  get closed(): boolean {
+    return this.replies.closed;
   }
 
   /** connect opens a control connection and reads the 220 greeting. */
@@ -167,28 +157,8 @@ export class RawControl {
   }
 
   /** reply reads the next complete reply (a multi-line one joined with \n). */
-  async reply(timeoutMs = 10_000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
-    const out: string[] = [];
-    for (;;) {
-      while (this.lines.length) {
-        const line = this.lines.shift()!;
-        out.push(line);
-        const first = out[0]!;
-        if (/^\d{3} /.test(line) && (out.length === 1 || line.startsWith(first.slice(0, 3))))
-          return out.join('\n');
-        if (!/^\d{3}-/.test(first)) return out.join('\n');
-      }
-      if (this.closed) return out.join('\n');
-      if (Date.now() > deadline) throw new Error(`no reply in ${timeoutMs} ms (got: ${out.join('|')})`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, 100);
-        this.waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
+  reply(timeoutMs = 10_000): Promise<string> {
+    return this.replies.reply(timeoutMs);
   }
 
   /** send writes one command (CRLF added) and reads its reply. */

@@ -12,10 +12,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { dbKind, type TestGateway } from '../../helpers/gateway.ts';
+import { FtpClient } from '../../soak/ftp.ts';
 import {
   createFtpUser,
   lftp,
   md5,
+  PASSWORD,
   RawControl,
   readSiteFile,
   startFtpGateway,
@@ -256,6 +258,30 @@ describe(`FTP robustness (${dbKind})`, function () {
         );
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('opens the next transfer at once after a TLS one (a late close of the last data connection releases nothing)', async () => {
+    // Found by the soak: the TLS handshake wait of a data connection kept its 'close' listener,
+    // and the socket's close after 226 released the channel, by then the next EPSV's listener
+    // (ECONNREFUSED) or the next transfer's socket. Clients that send EPSV right after 226 (lftp,
+    // FileZilla's queue) lost most FTPS transfers.
+    for (const mode of ['explicit', 'implicit'] as const) {
+      const port = mode === 'implicit' ? gw.ports.ftps! : gw.ports.ftp!;
+      const c = await FtpClient.connect('127.0.0.1', port, mode, 'carol', PASSWORD);
+      try {
+        for (let i = 0; i < 10; i++) {
+          const data = randomBytes(50_000);
+          await c.list('/');
+          await c.upload(`/quick-${mode}-${i}`, [data]);
+          expect(await c.download(`/quick-${mode}-${i}`)).to.deep.equal({
+            size: data.length,
+            md5: md5(data),
+          });
+        }
+      } finally {
+        await c.quit();
+      }
     }
   });
 
