@@ -89,13 +89,18 @@ export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'S
   await exited;
 }
 
-/** api calls the gateway's REST API with its site key; anything but 200/201 throws. */
-export function api<T = unknown>(
-  gw: GatewayInfo,
-  method: string,
-  urlPath: string,
-  body?: unknown,
-): Promise<T> {
+/** ApiTarget is where api() calls: a gateway's HTTPS port, its data dir (for the CA) and credentials. */
+export interface ApiTarget {
+  port: number;
+  dataDir: string;
+  /** an API key (X-SvcAPI-Key) */
+  key?: string;
+  /** a session id from POST /sessions (X-SvcAPI-Auth) */
+  session?: string;
+}
+
+/** api calls the gateway's REST API with its key or a session; anything but 200/201 throws. */
+export function api<T = unknown>(gw: ApiTarget, method: string, urlPath: string, body?: unknown): Promise<T> {
   const ca = readFileSync(`${gw.dataDir}/tls/cert.pem`);
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
@@ -108,7 +113,8 @@ export function api<T = unknown>(
         ca,
         servername: 'localhost',
         headers: {
-          'X-SvcAPI-Key': gw.key,
+          ...(gw.key ? { 'X-SvcAPI-Key': gw.key } : {}),
+          ...(gw.session ? { 'X-SvcAPI-Auth': gw.session } : {}),
           Accept: 'application/json',
           ...(payload
             ? { 'Content-Type': 'application/json', 'Content-Length': String(payload.length) }
@@ -158,6 +164,8 @@ export function run(
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+    // A program that exits without reading its input must not crash the bench (EPIPE).
+    child.stdin.on('error', () => undefined);
     child.stdin.end(opts.input ?? '');
   });
 }
