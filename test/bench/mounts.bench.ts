@@ -444,7 +444,8 @@ try {
   }
 
   const versions = [
-    (await run(['sshfs', '--version'])).stdout.split('\n')[0] ?? '',
+    // sshfs --version prints fusermount3's version first.
+    /SSHFS version \S+/.exec((await run(['sshfs', '--version'])).stdout)?.[0] ?? 'sshfs',
     (await run(['rclone', 'version'])).stdout.split('\n')[0] ?? '',
     sshd.version,
     (await run([tools.nginx, '-v'])).stderr.trim(),
