@@ -28,12 +28,12 @@ import {
   writeSync,
 } from 'node:fs';
 import https from 'node:https';
-import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { cleanups, runCleanups, startNginx } from './lib.ts';
 
 const MB = 1e6;
 const MiB = 1024 * 1024;
@@ -272,31 +272,6 @@ async function upload(
   return { entry, partSize, partsS, endS: seconds(t1) };
 }
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-async function waitForPort(port: number, child: ChildProcess, ms: number): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (child.exitCode !== null) throw new Error(`nginx exited with ${child.exitCode}`);
-    const ok = await new Promise<boolean>((resolve) => {
-      const sock = net.connect(port, '127.0.0.1', () => {
-        sock.destroy();
-        resolve(true);
-      });
-      sock.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`nginx did not listen on ${port} within ${ms} ms`);
-}
-
 /** ensureNginx finds nginx, installing it with apt-get if missing; returns its path or why not. */
 function ensureNginx(): { bin: string } | { why: string } {
   const find = () => {
@@ -318,47 +293,6 @@ function ensureNginx(): { bin: string } | { why: string } {
   return {
     why: `nginx is missing and apt-get install failed: ${(r.error?.message ?? r.stderr ?? '').trim().slice(-300)}`,
   };
-}
-
-/** startNginx serves `root` over HTTPS with the gateway's certificate, from a config in `dir`. */
-async function startNginx(
-  bin: string,
-  dir: string,
-  root: string,
-  tlsDir: string,
-): Promise<{ child: ChildProcess; port: number }> {
-  const port = await freePort();
-  mkdirSync(path.join(dir, 'tmp'), { recursive: true });
-  const t = (name: string) => path.join(dir, 'tmp', name);
-  const conf = `daemon off;
-worker_processes 1;
-pid ${path.join(dir, 'nginx.pid')};
-error_log ${path.join(dir, 'error.log')} warn;
-events { worker_connections 64; }
-http {
-  default_type application/octet-stream;
-  access_log off;
-  sendfile on;
-  client_body_temp_path ${t('body')};
-  proxy_temp_path ${t('proxy')};
-  fastcgi_temp_path ${t('fastcgi')};
-  uwsgi_temp_path ${t('uwsgi')};
-  scgi_temp_path ${t('scgi')};
-  server {
-    listen 127.0.0.1:${port} ssl;
-    ssl_certificate ${path.join(tlsDir, 'cert.pem')};
-    ssl_certificate_key ${path.join(tlsDir, 'key.pem')};
-    root ${root};
-  }
-}
-`;
-  const file = path.join(dir, 'nginx.conf');
-  writeFileSync(file, conf);
-  const child = spawn(bin, ['-p', dir, '-e', path.join(dir, 'error.log'), '-c', file], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  await waitForPort(port, child, 5000);
-  return { child, port };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -594,15 +528,6 @@ async function benchListing(db: string, env: NodeJS.ProcessEnv) {
 }
 
 const started = performance.now();
-const cleanups: (() => Promise<void> | void)[] = [];
-const onSignal = () => {
-  void (async () => {
-    for (const f of cleanups.reverse()) await Promise.resolve(f()).catch(() => undefined);
-    process.exit(130);
-  })();
-};
-process.once('SIGINT', onSignal);
-process.once('SIGTERM', onSignal);
 
 try {
   // The big file lives next to the gateway's data dir (both in os.tmpdir(), see test/helpers/gateway.ts).
@@ -652,7 +577,7 @@ try {
       mkdirSync(nginxDir);
       let nginx: { child: ChildProcess; port: number } | null = null;
       try {
-        nginx = await startNginx(found.bin, nginxDir, www, tlsDir);
+        nginx = await startNginx(found.bin, nginxDir, www, tlsDir, false);
         const ngx = nginx;
         cleanups.push(() => stopChild(ngx.child));
         const peer = new Client(
@@ -695,7 +620,7 @@ try {
     await benchListing(db, env);
   }
 } finally {
-  for (const f of cleanups.reverse()) await Promise.resolve(f()).catch(() => undefined);
+  await runCleanups();
 }
 
 const header = [

@@ -1,22 +1,27 @@
 /**
- * Shared pieces of the protocol benchmarks (ftp.bench.ts, sftp.bench.ts): the gateway child
+ * Shared pieces of the protocol benchmarks (ftp, sftp, webdav, mounts): the gateway child
  * (test/bench/serve.ts), client processes run asynchronously (so the RSS sampler keeps ticking),
- * /proc sampling, a throwaway system user for the peer daemon, temp files and the table.
+ * /proc sampling, a throwaway system user and the peer daemons (OpenSSH sshd, nginx with WebDAV),
+ * temp files and the table.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomFillSync } from 'node:crypto';
 import {
   closeSync,
   createReadStream,
+  existsSync,
   fsyncSync,
+  mkdirSync,
   openSync,
   readFileSync,
+  rmSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 
 export const MB = 1e6;
@@ -84,13 +89,18 @@ export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'S
   await exited;
 }
 
-/** api calls the gateway's REST API with its site key; anything but 200/201 throws. */
-export function api<T = unknown>(
-  gw: GatewayInfo,
-  method: string,
-  urlPath: string,
-  body?: unknown,
-): Promise<T> {
+/** ApiTarget is where api() calls: a gateway's HTTPS port, its data dir (for the CA) and credentials. */
+export interface ApiTarget {
+  port: number;
+  dataDir: string;
+  /** an API key (X-SvcAPI-Key) */
+  key?: string;
+  /** a session id from POST /sessions (X-SvcAPI-Auth) */
+  session?: string;
+}
+
+/** api calls the gateway's REST API with its key or a session; anything but 200/201 throws. */
+export function api<T = unknown>(gw: ApiTarget, method: string, urlPath: string, body?: unknown): Promise<T> {
   const ca = readFileSync(`${gw.dataDir}/tls/cert.pem`);
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
@@ -103,7 +113,8 @@ export function api<T = unknown>(
         ca,
         servername: 'localhost',
         headers: {
-          'X-SvcAPI-Key': gw.key,
+          ...(gw.key ? { 'X-SvcAPI-Key': gw.key } : {}),
+          ...(gw.session ? { 'X-SvcAPI-Auth': gw.session } : {}),
           Accept: 'application/json',
           ...(payload
             ? { 'Content-Type': 'application/json', 'Content-Length': String(payload.length) }
@@ -153,6 +164,8 @@ export function run(
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+    // A program that exits without reading its input must not crash the bench (EPIPE).
+    child.stdin.on('error', () => undefined);
     child.stdin.end(opts.input ?? '');
   });
 }
@@ -295,6 +308,145 @@ export function systemUser(name: string, home: string, password: string): { uid:
   if (pw.status !== 0) throw new Error(`chpasswd: ${pw.stderr}`);
   const id = (flag: string) => Number(spawnSync('id', [flag, name], { encoding: 'utf8' }).stdout.trim());
   return { uid: id('-u'), gid: id('-g') };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peer daemons
+
+/**
+ * startSshd starts OpenSSH's sshd on a free loopback port with its own sshd_config, host key and
+ * pid file in `dir`: password login (UsePAM no, StrictModes no) for `user` only, sftp-server as
+ * the sftp subsystem. Its stop is registered in cleanups.
+ */
+export async function startSshd(
+  dir: string,
+  user: string,
+): Promise<{ child: ChildProcess; port: number; version: string }> {
+  ensurePackage('/usr/sbin/sshd', 'openssh-server');
+  ensurePackage('/usr/lib/openssh/sftp-server', 'openssh-sftp-server');
+  const hostKey = path.join(dir, 'ssh_host_ed25519_key');
+  await must(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', hostKey]);
+  // sshd refuses to start without its privilege separation directory.
+  if (!existsSync('/run/sshd')) {
+    mkdirSync('/run/sshd', { mode: 0o755 });
+    cleanups.push(() => rmSync('/run/sshd', { recursive: true, force: true }));
+  }
+  const port = await freePort();
+  const conf = path.join(dir, 'sshd_config');
+  writeFileSync(
+    conf,
+    [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${hostKey}`,
+      `PidFile ${path.join(dir, 'sshd.pid')}`,
+      'UsePAM no',
+      'StrictModes no',
+      'PasswordAuthentication yes',
+      'KbdInteractiveAuthentication no',
+      'PubkeyAuthentication no',
+      'PermitRootLogin no',
+      `AllowUsers ${user}`,
+      'PrintMotd no',
+      'LogLevel ERROR',
+      'Subsystem sftp /usr/lib/openssh/sftp-server',
+      '',
+    ].join('\n'),
+  );
+  const child = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', conf], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  cleanups.push(() => stopChild(child));
+  await waitForPort(port, child, 'sshd');
+  const version = (await run(['/usr/sbin/sshd', '-V'])).stderr.trim().split(',')[0] ?? '';
+  return { child, port, version };
+}
+
+export const DAV_EXT = '/usr/lib/nginx/modules/ngx_http_dav_ext_module.so';
+
+function aptInstall(pkg: string): void {
+  console.log(`trying apt-get install -y ${pkg}`);
+  spawnSync('apt-get', ['install', '-y', pkg], {
+    stdio: 'ignore',
+    timeout: 180_000,
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+}
+
+/** davTools finds nginx (with the dav module), dav-ext and rclone, installing what is missing. */
+export function davTools(): { nginx: string; davExt: boolean; rclone: boolean } {
+  const findNginx = () =>
+    ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/bin/nginx'].find(
+      (bin) =>
+        spawnSync(bin, ['-V'], { encoding: 'utf8' }).stderr?.includes('--with-http_dav_module') ?? false,
+    );
+  let nginx = findNginx();
+  if (!nginx) {
+    aptInstall('nginx');
+    nginx = findNginx();
+  }
+  if (!nginx) throw new Error('nginx with --with-http_dav_module is missing and apt-get install failed');
+  if (!existsSync(DAV_EXT)) aptInstall('libnginx-mod-http-dav-ext');
+  const hasRclone = () => spawnSync('rclone', ['version']).status === 0;
+  let rclone = hasRclone();
+  if (!rclone) {
+    aptInstall('rclone');
+    rclone = hasRclone();
+  }
+  if (spawnSync('curl', ['--version']).status !== 0) aptInstall('curl');
+  return { nginx, davExt: existsSync(DAV_EXT), rclone };
+}
+
+/**
+ * startNginx serves `root` over HTTPS (the certificate and key in `tlsDir`) with WebDAV writes,
+ * and PROPFIND with dav-ext; its config, temp folders and log live in `dir`. Its worker runs as
+ * nobody: `root` must be reachable and writable for it.
+ */
+export async function startNginx(
+  bin: string,
+  dir: string,
+  root: string,
+  tlsDir: string,
+  davExt: boolean,
+): Promise<{ child: ChildProcess; port: number }> {
+  const port = await freePort();
+  mkdirSync(path.join(dir, 'tmp'), { recursive: true });
+  const t = (name: string) => path.join(dir, 'tmp', name);
+  const conf = `daemon off;
+worker_processes 1;
+${davExt ? `load_module ${DAV_EXT};` : ''}
+pid ${path.join(dir, 'nginx.pid')};
+error_log ${path.join(dir, 'error.log')} warn;
+events { worker_connections 64; }
+http {
+  default_type application/octet-stream;
+  access_log off;
+  sendfile on;
+  client_max_body_size 0;
+  client_body_temp_path ${t('body')};
+  proxy_temp_path ${t('proxy')};
+  fastcgi_temp_path ${t('fastcgi')};
+  uwsgi_temp_path ${t('uwsgi')};
+  scgi_temp_path ${t('scgi')};
+  server {
+    listen 127.0.0.1:${port} ssl;
+    ssl_certificate ${path.join(tlsDir, 'cert.pem')};
+    ssl_certificate_key ${path.join(tlsDir, 'key.pem')};
+    root ${root};
+    dav_methods PUT DELETE MKCOL COPY MOVE;
+    ${davExt ? 'dav_ext_methods PROPFIND OPTIONS;' : ''}
+    create_full_put_path on;
+    dav_access user:rw group:rw all:r;
+  }
+}
+`;
+  const file = path.join(dir, 'nginx.conf');
+  writeFileSync(file, conf);
+  const child = spawn(bin, ['-p', dir, '-e', path.join(dir, 'error.log'), '-c', file], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  await waitForPort(port, child, 'nginx');
+  return { child, port };
 }
 
 /** generate writes `bytes` random bytes to `file` (fsynced) and returns their md5. */

@@ -20,7 +20,6 @@
  * test/bench/results-sftp.md. Needs root (useradd, sshd); installs openssh-server and sshpass if
  * missing.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
@@ -45,7 +44,6 @@ import {
   f1,
   f2,
   FILE_BYTES,
-  freePort,
   generate,
   type GatewayInfo,
   MiB,
@@ -61,11 +59,11 @@ import {
   SIZE_LABEL,
   smallFiles,
   startGateway,
+  startSshd,
   stopChild,
   systemUser,
   table,
   timed,
-  waitForPort,
 } from './lib.ts';
 
 const RUNS = 2;
@@ -250,8 +248,6 @@ async function startSftpGateway(nodeArgs: string[] = [], populate = 0) {
 }
 
 try {
-  ensurePackage('/usr/sbin/sshd', 'openssh-server');
-  ensurePackage('/usr/lib/openssh/sftp-server', 'openssh-sftp-server');
   ensurePackage('/usr/bin/sshpass', 'sshpass');
   ensurePackage('/usr/bin/sftp', 'openssh-client');
 
@@ -279,41 +275,7 @@ try {
   for (let i = 0; i < LIST_ENTRIES; i++)
     writeFileSync(path.join(home, 'big', `f${String(i).padStart(7, '0')}.bin`), '');
   chownSync(home, uid, gid);
-  const hostKey = path.join(sdir, 'ssh_host_ed25519_key');
-  await must(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', hostKey]);
-  // sshd refuses to start without its privilege separation directory.
-  if (!existsSync('/run/sshd')) {
-    mkdirSync('/run/sshd', { mode: 0o755 });
-    cleanups.push(() => rmSync('/run/sshd', { recursive: true, force: true }));
-  }
-  const sport = await freePort();
-  const conf = path.join(sdir, 'sshd_config');
-  writeFileSync(
-    conf,
-    [
-      `Port ${sport}`,
-      'ListenAddress 127.0.0.1',
-      `HostKey ${hostKey}`,
-      `PidFile ${path.join(sdir, 'sshd.pid')}`,
-      'UsePAM no',
-      'StrictModes no',
-      'PasswordAuthentication yes',
-      'KbdInteractiveAuthentication no',
-      'PubkeyAuthentication no',
-      'PermitRootLogin no',
-      `AllowUsers ${SYS_USER}`,
-      'PrintMotd no',
-      'LogLevel ERROR',
-      'Subsystem sftp /usr/lib/openssh/sftp-server',
-      '',
-    ].join('\n'),
-  );
-  const sshd: ChildProcess = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', conf], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  cleanups.push(() => stopChild(sshd));
-  await waitForPort(sport, sshd, 'sshd');
-  const sshdVersion = (await run(['/usr/sbin/sshd', '-V'])).stderr.trim().split(',')[0] ?? '';
+  const { child: sshd, port: sport, version: sshdVersion } = await startSshd(sdir, SYS_USER);
   console.log(`sshd pid ${sshd.pid} on :${sport} (${sshdVersion}), user ${SYS_USER}`);
   const peer: Server = {
     name: 'OpenSSH',

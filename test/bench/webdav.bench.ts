@@ -18,7 +18,6 @@ import { createHash, randomFillSync } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
-  existsSync,
   fsyncSync,
   mkdirSync,
   mkdtempSync,
@@ -31,10 +30,10 @@ import {
   writeFileSync,
   writeSync,
 } from 'node:fs';
-import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { cleanups, davTools, runCleanups, startNginx } from './lib.ts';
 
 const MB = 1e6;
 const MiB = 1024 * 1024;
@@ -46,7 +45,6 @@ const SMALL_CONCURRENCY = 4;
 const LIST_ENTRIES = 10_000;
 const PROPFIND_RUNS = 3;
 const RSS_LIMIT_MIB = 150;
-const DAV_EXT = '/usr/lib/nginx/modules/ngx_http_dav_ext_module.so';
 
 // ---------------------------------------------------------------------------------------------
 // Processes
@@ -112,112 +110,6 @@ async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'
   const exited = new Promise((r) => child.once('exit', r));
   child.kill(signal);
   await exited;
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-async function waitForPort(port: number, child: ChildProcess, ms: number): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (child.exitCode !== null) throw new Error(`nginx exited with ${child.exitCode}`);
-    const ok = await new Promise<boolean>((resolve) => {
-      const sock = net.connect(port, '127.0.0.1', () => {
-        sock.destroy();
-        resolve(true);
-      });
-      sock.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`nginx did not listen on ${port} within ${ms} ms`);
-}
-
-function aptInstall(pkg: string): void {
-  console.log(`trying apt-get install -y ${pkg}`);
-  spawnSync('apt-get', ['install', '-y', pkg], {
-    stdio: 'ignore',
-    timeout: 180_000,
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-  });
-}
-
-/** ensureTools finds nginx (with the dav module), dav-ext and rclone, installing what is missing. */
-function ensureTools(): { nginx: string; davExt: boolean; rclone: boolean } {
-  const findNginx = () =>
-    ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/bin/nginx'].find(
-      (bin) =>
-        spawnSync(bin, ['-V'], { encoding: 'utf8' }).stderr?.includes('--with-http_dav_module') ?? false,
-    );
-  let nginx = findNginx();
-  if (!nginx) {
-    aptInstall('nginx');
-    nginx = findNginx();
-  }
-  if (!nginx) throw new Error('nginx with --with-http_dav_module is missing and apt-get install failed');
-  if (!existsSync(DAV_EXT)) aptInstall('libnginx-mod-http-dav-ext');
-  const hasRclone = () => spawnSync('rclone', ['version']).status === 0;
-  let rclone = hasRclone();
-  if (!rclone) {
-    aptInstall('rclone');
-    rclone = hasRclone();
-  }
-  if (spawnSync('curl', ['--version']).status !== 0) aptInstall('curl');
-  return { nginx, davExt: existsSync(DAV_EXT), rclone };
-}
-
-/** startNginx serves `root` over HTTPS with WebDAV writes (and PROPFIND with dav-ext), config in `dir`. */
-async function startNginx(
-  bin: string,
-  dir: string,
-  root: string,
-  tlsDir: string,
-  davExt: boolean,
-): Promise<{ child: ChildProcess; port: number }> {
-  const port = await freePort();
-  mkdirSync(path.join(dir, 'tmp'), { recursive: true });
-  const t = (name: string) => path.join(dir, 'tmp', name);
-  const conf = `daemon off;
-worker_processes 1;
-${davExt ? `load_module ${DAV_EXT};` : ''}
-pid ${path.join(dir, 'nginx.pid')};
-error_log ${path.join(dir, 'error.log')} warn;
-events { worker_connections 64; }
-http {
-  default_type application/octet-stream;
-  access_log off;
-  sendfile on;
-  client_max_body_size 0;
-  client_body_temp_path ${t('body')};
-  proxy_temp_path ${t('proxy')};
-  fastcgi_temp_path ${t('fastcgi')};
-  uwsgi_temp_path ${t('uwsgi')};
-  scgi_temp_path ${t('scgi')};
-  server {
-    listen 127.0.0.1:${port} ssl;
-    ssl_certificate ${path.join(tlsDir, 'cert.pem')};
-    ssl_certificate_key ${path.join(tlsDir, 'key.pem')};
-    root ${root};
-    dav_methods PUT DELETE MKCOL COPY MOVE;
-    ${davExt ? 'dav_ext_methods PROPFIND OPTIONS;' : ''}
-    create_full_put_path on;
-    dav_access user:rw group:rw all:r;
-  }
-}
-`;
-  const file = path.join(dir, 'nginx.conf');
-  writeFileSync(file, conf);
-  const child = spawn(bin, ['-p', dir, '-e', path.join(dir, 'error.log'), '-c', file], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  await waitForPort(port, child, 5000);
-  return { child, port };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,18 +217,9 @@ const sizeLabel =
 const countResponses = (xml: string) => (xml.match(/<([A-Za-z0-9]+:)?response[\s>]/g) ?? []).length;
 
 const started = performance.now();
-const cleanups: (() => Promise<void> | void)[] = [];
-const onSignal = () => {
-  void (async () => {
-    for (const f of cleanups.reverse()) await Promise.resolve(f()).catch(() => undefined);
-    process.exit(130);
-  })();
-};
-process.once('SIGINT', onSignal);
-process.once('SIGTERM', onSignal);
 
 try {
-  const tools = ensureTools();
+  const tools = davTools();
   const work = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-webdav-'));
   cleanups.push(() => rmSync(work, { recursive: true, force: true }));
   // nginx's worker runs as nobody: it must reach and write the DAV root.
@@ -659,7 +542,7 @@ try {
   }
   console.log(`nginx DAV root left ${readdirSync(davRoot).length} entries; stopping`);
 } finally {
-  for (const f of cleanups.reverse()) await Promise.resolve(f()).catch(() => undefined);
+  await runCleanups();
 }
 
 const header = [
