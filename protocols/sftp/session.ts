@@ -879,8 +879,11 @@ export class SftpSession {
         await this.materialize(h);
       }
     }
-    if (h.staged.changed) await h.staged.commit({ signal: this.abort.signal });
-    else await h.staged.abort();
+    if (h.staged.changed) return void (await h.staged.commit({ signal: this.abort.signal }));
+    await h.staged.abort();
+    // Nothing written, only a time set (GNU touch -d: open, FSETSTAT, close): the time is kept.
+    const mtime = h.staged.mtimeSet;
+    if (mtime) await this.files.setMtime(h.path, mtime);
   }
 
   /**

@@ -186,6 +186,11 @@ export class StagedWrite {
     this.mtime = mtime;
   }
 
+  /** mtimeSet is the modification time setMtime asked for, if any. */
+  get mtimeSet(): Date | undefined {
+    return this.mtime;
+  }
+
   /** changed tells whether anything was written or truncated since open. */
   get changed(): boolean {
     return this.dirty;

@@ -273,6 +273,24 @@ describe(`SFTP request order and open files (${dbKind})`, function () {
     ]);
   });
 
+  it('keeps a time set on a file opened for writing and closed unwritten (GNU touch -d over sshfs)', async () => {
+    const u = await makeUser();
+    await files(gw.core).write(`${u.root}/t.txt`, Readable.from([Buffer.from('kept')]));
+    const c = await Pipe.open(port, u.username);
+    try {
+      const h = await c.handle(c.send(FXP.OPEN, ...open('/t.txt', F.WRITE)));
+      const when = Date.UTC(2019, 0, 1) / 1000;
+      // FSETSTAT with ACMODTIME (0x8): atime, mtime.
+      await c.ok(c.send(FXP.FSETSTAT, str(h), u32(8), u32(when), u32(when)));
+      await c.ok(c.send(FXP.CLOSE, str(h)));
+    } finally {
+      c.close();
+    }
+    const e = await files(gw.core).stat(`${u.root}/t.txt`);
+    expect(e.mtime.toISOString()).to.equal('2019-01-01T00:00:00.000Z');
+    expect(await content(`${u.root}/t.txt`)).to.equal('kept');
+  });
+
   it('answers hardlink@openssh.com with "operation unsupported"', async () => {
     const u = await makeUser();
     await files(gw.core).write(`${u.root}/a`, Readable.from([Buffer.from('a')]));
