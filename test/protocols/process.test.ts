@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { TEST_DATABASE_URL, dbKind } from '../helpers/gateway.ts';
+import { freshDatabase } from '../helpers/database.ts';
 import { serveProcess as serve, stopProcess as stop } from '../helpers/process.ts';
 
 function healthz(port: number, ca: Buffer): Promise<number> {
@@ -33,21 +34,9 @@ describe(`the svc-gateway process (${dbKind})`, function () {
   before(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'svc-process-'));
     if (TEST_DATABASE_URL) {
-      const pg = (await import('pg')).default;
-      const name = `svc_proc_${process.pid}_${Date.now()}`;
-      const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
-      await c.connect();
-      await c.query(`CREATE DATABASE ${name}`);
-      await c.end();
-      const url = new URL(TEST_DATABASE_URL);
-      url.pathname = `/${name}`;
-      dbUrl = url.toString();
-      dropDb = async () => {
-        const d = new pg.Client({ connectionString: TEST_DATABASE_URL });
-        await d.connect();
-        await d.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-        await d.end();
-      };
+      const db = await freshDatabase(TEST_DATABASE_URL, 'svc_proc');
+      dbUrl = db.url;
+      dropDb = db.drop;
     }
   });
   after(async () => {

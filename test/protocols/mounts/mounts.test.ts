@@ -113,6 +113,14 @@ class RestApi {
     this.session = (r.json as { id: string }).id;
   }
 
+  /** mtime is the modification time REST shows for a file (a site path), in unix seconds. */
+  async mtime(file: string): Promise<number> {
+    const encoded = file.split('/').map(encodeURIComponent).join('/');
+    const r = await this.request('GET', `/files/${encoded}?action=stat`);
+    expect(r.status, `stat ${file}`).to.equal(200);
+    return Date.parse((r.json as { mtime: string }).mtime) / 1000;
+  }
+
   /** walk lists `folder` (a site path) and everything below it, relative to `folder`. */
   async walk(folder: string, out: Listing = new Map(), base = folder): Promise<Listing> {
     for (let page = 1; ; page++) {
@@ -329,6 +337,8 @@ async function mountRclone(dir: string, remote: string, extra: string[]): Promis
         expect(diff(seen!, listed), 'on the mount, not so in REST').to.deep.equal([]);
         expect(diff(listed, seen!), 'in REST, not so on the mount').to.deep.equal([]);
         expect(seen!.size).to.be.greaterThan(2000);
+        // Kept by the server, not only in the client's cache: `touch -d '2019-01-01 00:00:00'`.
+        expect(await rest.mtime(`${kind}/touched`)).to.equal(1546300800);
       });
     });
   }
