@@ -20,11 +20,9 @@ export class ActionHistoryIndexes1764633600000 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
     const pg = q.connection.driver.options.type === 'postgres';
     const binary = (col: string) => (pg ? `"${col}" COLLATE "C"` : `"${col}"`);
-    const table = await q.getTable('actions');
-    for (const index of table?.indices ?? []) {
-      const cols = index.columnNames.join(',');
-      if (cols === 'when' || cols === 'user_id,when') await q.dropIndex('actions', index);
-    }
+    // The indexes 0001 made, by the names TypeORM gave them.
+    for (const cols of [['when'], ['user_id', 'when']])
+      await q.query(`DROP INDEX IF EXISTS "${q.connection.namingStrategy.indexName('actions', cols)}"`);
     for (const sql of [
       'CREATE INDEX idx_actions_when ON actions ("when", id)',
       'CREATE INDEX idx_actions_user ON actions (user_id, "when", id)',
