@@ -546,6 +546,29 @@ describe('REST history', () => {
       expect(idsOf(await list(`${path}?per_page=2`))).to.deep.equal([later, made[0]]);
     });
 
+    it('pages by keyset under every numeric sort: forward to the end and back to the start', async () => {
+      for (const sort of ['created_at', 'user_id']) {
+        for (const direction of ['asc', 'desc']) {
+          const sortBy = { [`sort_by[${sort}]`]: direction };
+          const whole = idsOf(await list(`${path}${q({ per_page: '100', ...sortBy })}`));
+          const pages: number[][] = [];
+          let r = await get(`${path}${q({ per_page: '2', ...sortBy })}`);
+          pages.push(idsOf(r.json));
+          while (r.headers['x-svc-cursor-next']) {
+            r = await get(`${path}${q({ cursor: r.headers['x-svc-cursor-next'] as string, ...sortBy })}`);
+            expect(r.status, r.text).to.equal(200);
+            pages.push(idsOf(r.json));
+          }
+          expect(pages.flat(), `${sort} ${direction}`).to.deep.equal(whole);
+          for (let i = pages.length - 2; i >= 0; i--) {
+            r = await get(`${path}${q({ cursor: r.headers['x-svc-cursor-prev'] as string, ...sortBy })}`);
+            expect(idsOf(r.json), `${sort} ${direction} back to page ${i + 1}`).to.deep.equal(pages[i]);
+          }
+          expect(r.headers['x-svc-cursor-prev']).to.equal(undefined);
+        }
+      }
+    });
+
     it('refuses a cursor under another sort_by, on another listing, or forged', async () => {
       const r1 = await get(`${path}?per_page=2`);
       const next = r1.headers['x-svc-cursor-next'] as string;
