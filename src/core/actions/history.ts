@@ -66,7 +66,15 @@ interface Listing {
   name: string;
   sortFields: readonly SortField[];
   where(qb: SelectQueryBuilder<ActionRow>): void;
+  /** set when the selection may be a small share of the window (a folder): see `list` */
+  sparse?: boolean;
 }
+
+/**
+ * SPARSE_SCAN is how many of the window's newest actions a sparse listing reads in time order
+ * before it looks the rest up by its path indexes instead (see `list`).
+ */
+const SPARSE_SCAN = 5000;
 
 /** History answers SPEC's five history endpoints. */
 export class History {
@@ -102,6 +110,7 @@ export class History {
     return this.list(q, {
       name: `folders:${folder}`,
       sortFields: SORT_FIELDS,
+      sparse: true,
       where: (qb) => {
         if (folder === '') {
           qb.andWhere("(a.path <> '' OR a.source <> '' OR a.destination <> '')");
@@ -246,17 +255,54 @@ export class History {
       // Pin the newest action on the first page, so actions recorded while a client pages do not
       // shift the later pages; the cursor carries the pin.
       w.snapshot ??= await this.newestId(em);
-      const qb = em
-        .createQueryBuilder(ActionEntity, 'a')
-        .where('a.when > :floor', { floor })
-        .andWhere('a.id <= :snapshot', { snapshot: w.snapshot });
-      if (start) qb.andWhere('a.when >= :startAt', { startAt: start.getTime() });
-      if (end) qb.andWhere('a.when < :endAt', { endAt: end.getTime() });
-      listing.where(qb);
       // A previous page reads backwards from the first row of the page the client is on.
       const ordered = seek?.before ? terms.map((t) => ({ ...t, asc: !t.asc })) : terms;
-      if (seek) afterKey(qb, ordered, seek.key);
-      ordered.forEach((t, i) => qb[i === 0 ? 'orderBy' : 'addOrderBy'](t.expr, t.asc ? 'ASC' : 'DESC'));
+      const select = (filtered: boolean) => {
+        const qb = em
+          .createQueryBuilder(ActionEntity, 'a')
+          .where('a.when > :floor', { floor })
+          .andWhere('a.id <= :snapshot', { snapshot: w.snapshot });
+        if (start) qb.andWhere('a.when >= :startAt', { startAt: start.getTime() });
+        if (end) qb.andWhere('a.when < :endAt', { endAt: end.getTime() });
+        if (filtered) listing.where(qb);
+        if (seek) afterKey(qb, ordered, seek.key, 'seek');
+        return qb;
+      };
+      const sorted = (qb: SelectQueryBuilder<ActionRow>, by = ordered) => {
+        by.forEach((t, i) => qb[i === 0 ? 'orderBy' : 'addOrderBy'](t.expr, t.asc ? 'ASC' : 'DESC'));
+        return qb;
+      };
+      if (listing.sparse && sort.field === 'created_at') {
+        // A folder's actions may be most of the window or a sliver of it, and the planners guess
+        // which from statistics that cannot see a folder's share: read the newest SPARSE_SCAN
+        // actions in time order (cheap, whatever the share), and only if they do not fill the
+        // page look the older ones up by the path indexes, sorted afterwards (`+ 0` keeps the
+        // (when, id) index from being chosen for its order).
+        const bounds = await sorted(select(false).select('a.when', 'w').addSelect('a.id', 'i'))
+          .offset(SPARSE_SCAN - 1)
+          .limit(2)
+          .getRawMany<{ w: unknown; i: unknown }>();
+        if (bounds.length === 2) {
+          const key = (b: { w: unknown; i: unknown }) => [Number(b.w), Number(b.i)];
+          const reversed = ordered.map((t) => ({ ...t, asc: !t.asc }));
+          const newest = select(true);
+          afterKey(newest, reversed, key(bounds[1]!), 'scan');
+          const found = await sorted(newest)
+            .limit(w.perPage + 1)
+            .getMany();
+          if (found.length > w.perPage) return found;
+          const older = select(true);
+          afterKey(older, ordered, key(bounds[0]!), 'scan');
+          const byIndex = ordered.map((t) => ({ ...t, expr: `${t.expr} + 0` }));
+          return [
+            ...found,
+            ...(await sorted(older, byIndex)
+              .limit(w.perPage + 1 - found.length)
+              .getMany()),
+          ];
+        }
+      }
+      const qb = sorted(select(true));
       if (!seek && w.offset > 0) qb.offset(w.offset);
       return qb.limit(w.perPage + 1).getMany();
     });
@@ -352,10 +398,10 @@ export class History {
  * each run of terms in one direction compared as a row value, (when, id) < (:w, :i), which both
  * databases seek in a (…, when, id) index.
  */
-function afterKey(qb: SelectQueryBuilder<ActionRow>, terms: SortTerm[], key: SortKey): void {
+function afterKey(qb: SelectQueryBuilder<ActionRow>, terms: SortTerm[], key: SortKey, name: string): void {
   if (key.length !== terms.length) throw new GatewayError('bad-request/invalid-cursor', 'Invalid cursor');
   const params: Record<string, number | string> = {};
-  key.forEach((v, i) => (params[`seek${i}`] = v));
+  key.forEach((v, i) => (params[`${name}${i}`] = v));
   const runs: { from: number; to: number; asc: boolean }[] = [];
   terms.forEach((t, i) => {
     const run = runs[runs.length - 1];
@@ -370,8 +416,8 @@ function afterKey(qb: SelectQueryBuilder<ActionRow>, terms: SortTerm[], key: Sor
     const equal =
       run.from === 0
         ? ''
-        : `${tuple(0, run.from, (i) => terms[i]!.expr)} = ${tuple(0, run.from, (i) => `:seek${i}`)} AND `;
-    const cmp = `${tuple(run.from, run.to, (i) => terms[i]!.expr)} ${run.asc ? '>' : '<'} ${tuple(run.from, run.to, (i) => `:seek${i}`)}`;
+        : `${tuple(0, run.from, (i) => terms[i]!.expr)} = ${tuple(0, run.from, (i) => `:${name}${i}`)} AND `;
+    const cmp = `${tuple(run.from, run.to, (i) => terms[i]!.expr)} ${run.asc ? '>' : '<'} ${tuple(run.from, run.to, (i) => `:${name}${i}`)}`;
     return `(${equal}${cmp})`;
   });
   qb.andWhere(`(${alternatives.join(' OR ')})`, params);
