@@ -93,7 +93,7 @@ export class History {
       sortFields: SORT_FIELDS,
       where: (qb) =>
         qb.andWhere(
-          this.pathTest((col) => `${col} = :file`),
+          this.pathTest((col) => [`${col} = :file`]),
           { file },
         ),
     });
@@ -119,7 +119,7 @@ export class History {
         // Everything under `a/` sorts from `a/` up to (not including) `a0` ('0' follows '/'):
         // a range the path indexes can seek, unlike a LIKE or substr test.
         qb.andWhere(
-          this.pathTest((col) => `(${col} = :folder OR (${col} >= :below AND ${col} < :beyond))`),
+          this.pathTest((col) => [`${col} = :folder`, `${col} >= :below AND ${col} < :beyond`]),
           { folder, below: `${folder}/`, beyond: `${folder}0` },
         );
       },
@@ -187,16 +187,21 @@ export class History {
   }
 
   /**
-   * pathTest applies `test` to an action's path, source and destination, each written so that
-   * its index (migration 0008) serves it: the source index holds the actions that have one, the
-   * destination index those whose destination is not their path (a move's destination is).
+   * pathTest applies `test` (alternatives, ORed) to an action's path, source and destination,
+   * each written so that its index (migration 0008) serves it: the source index holds the actions
+   * that have one, the destination index those whose destination is not their path (a move's
+   * destination is). The result is one flat OR of conjunctions, the shape SQLite can answer from
+   * several indexes at once (its "MULTI-INDEX OR"); nested, it scans.
    */
-  private pathTest(test: (col: string) => string): string {
-    return (
-      `(${test(this.binary('a.path'))}` +
-      ` OR (a.source <> '' AND ${test(this.binary('a.source'))})` +
-      ` OR (a.destination <> '' AND a.destination <> a.path AND ${test(this.binary('a.destination'))}))`
-    );
+  private pathTest(test: (col: string) => string[]): string {
+    const arms = [
+      ...test(this.binary('a.path')),
+      ...test(this.binary('a.source')).map((t) => `a.source <> '' AND ${t}`),
+      ...test(this.binary('a.destination')).map(
+        (t) => `a.destination <> '' AND a.destination <> a.path AND ${t}`,
+      ),
+    ];
+    return `(${arms.map((arm) => `(${arm})`).join(' OR ')})`;
   }
 
   /**
