@@ -108,6 +108,7 @@ function insertSql(kind: SeedTarget['kind'], n: number, now: number, span: numbe
   const cte = pgsql
     ? ''
     : `WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ${n}) `;
+  // Parenthesize around ||: SQLite binds it tighter than * / %, PostgreSQL looser.
   // r: the row's numbers. u: user; k: kind of action; home/depth/seg: where; f: file.
   const base = `SELECT i,
       ${int(`${USERS} * ${hash(2654435761)} * ${hash(2654435761)}`)} + 1 AS u,
@@ -118,7 +119,7 @@ function insertSql(kind: SeedTarget['kind'], n: number, now: number, span: numbe
       ${int(`${FILES} * ${hash(3323198485)}`)} AS f,
       ${hash(2870177451)} AS x
     FROM (${rows}) AS numbered`;
-  const folder = `(CASE WHEN h < 0.7 THEN 'users/u' || u ELSE 'shared/team' || ${int(`h * 1000`)} % ${TEAMS} END
+  const folder = `(CASE WHEN h < 0.7 THEN 'users/u' || u ELSE 'shared/team' || (${int(`h * 1000`)} % ${TEAMS}) END
       || CASE WHEN depth >= 1 THEN '/p' || (seg / 100) ELSE '' END
       || CASE WHEN depth >= 2 THEN '/q' || (seg / 10 % 10) ELSE '' END
       || CASE WHEN depth >= 3 THEN '/r' || (seg % 10) ELSE '' END)`;
