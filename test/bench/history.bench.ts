@@ -261,8 +261,11 @@ async function plans(kind: string, sql: Sql): Promise<string[]> {
       const seek = deep ? ` AND ("a"."when", "a"."id") ${folder ? '<=' : '<'} (${w}, ${id})` : '';
       const bound = folder && !deep ? ` AND ("a"."when", "a"."id") > (${w}, ${id})` : '';
       const plus = folder && deep ? ' + 0' : '';
+      // On SQLite the older query names when and id with `+ 0` everywhere (history.ts).
+      const [aw, ai] = plus && !pgsql ? ['"a"."when" + 0', '"a"."id" + 0'] : ['"a"."when"', '"a"."id"'];
+      const seekTerm = deep ? ` AND (${aw}, ${ai}) <= (${w}, ${id})` : '';
       const q =
-        `SELECT * FROM actions a WHERE "a"."when" > ${floor} AND "a"."id" <= ${newest} AND ${cond}${seek}${bound}` +
+        `SELECT * FROM actions a WHERE ${aw} > ${floor} AND ${ai} <= ${newest} AND ${cond}${folder ? seekTerm : seek}${bound}` +
         ` ORDER BY "a"."when"${plus} DESC, "a"."id"${plus} DESC LIMIT ${PER_PAGE + 1}`;
       const rows = await sql(
         pgsql ? `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ${q}` : `EXPLAIN QUERY PLAN ${q}`,

@@ -262,15 +262,16 @@ export class History {
       w.snapshot ??= await this.newestId(em);
       // A previous page reads backwards from the first row of the page the client is on.
       const ordered = seek?.before ? terms.map((t) => ({ ...t, asc: !t.asc })) : terms;
-      const select = (filtered: boolean) => {
+      // `by` names when and id in the window's terms: `+ 0` keeps an index from serving them.
+      const select = (filtered: boolean, by = { when: 'a.when', id: 'a.id', terms: ordered }) => {
         const qb = em
           .createQueryBuilder(ActionEntity, 'a')
-          .where('a.when > :floor', { floor })
-          .andWhere('a.id <= :snapshot', { snapshot: w.snapshot });
-        if (start) qb.andWhere('a.when >= :startAt', { startAt: start.getTime() });
-        if (end) qb.andWhere('a.when < :endAt', { endAt: end.getTime() });
+          .where(`${by.when} > :floor`, { floor })
+          .andWhere(`${by.id} <= :snapshot`, { snapshot: w.snapshot });
+        if (start) qb.andWhere(`${by.when} >= :startAt`, { startAt: start.getTime() });
+        if (end) qb.andWhere(`${by.when} < :endAt`, { endAt: end.getTime() });
         if (filtered) listing.where(qb);
-        if (seek) afterKey(qb, ordered, seek.key, 'seek');
+        if (seek) afterKey(qb, by.terms, seek.key, 'seek');
         return qb;
       };
       const sorted = (qb: SelectQueryBuilder<ActionRow>, by = ordered) => {
@@ -296,9 +297,14 @@ export class History {
             .limit(w.perPage + 1)
             .getMany();
           if (found.length > w.perPage) return found;
-          const older = select(true);
-          afterKey(older, ordered, key(bounds[0]!), 'scan');
           const byIndex = ordered.map((t) => ({ ...t, expr: `${t.expr} + 0` }));
+          // SQLite, with statistics, would still take the (when, id) index for the window's
+          // range and read most of it; PostgreSQL needs the when terms to seek the path indexes.
+          const older =
+            this.ctx.db.kind === 'sqlite'
+              ? select(true, { when: 'a.when + 0', id: 'a.id + 0', terms: byIndex })
+              : select(true);
+          afterKey(older, this.ctx.db.kind === 'sqlite' ? byIndex : ordered, key(bounds[0]!), 'scan');
           return [
             ...found,
             ...(await sorted(older, byIndex)
