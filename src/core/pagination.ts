@@ -2,6 +2,9 @@
  * Cursor pagination, shared by every list (SPEC "Limits"): a cursor is a page-number prefix, a
  * colon, and an opaque part, here AES-256-GCM over {list, offset, per_page} with a key derived
  * from the site secret, so clients cannot forge offsets and any instance can read any cursor.
+ * A list that can seek (keyset paging) also puts the sort key of the row the page starts after
+ * (or, going back, ends before) in the cursor, so a deep page costs what the first one does
+ * instead of reading and dropping every row before it.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { GatewayError } from './errors.ts';
@@ -31,13 +34,26 @@ export interface PageWindow {
    * and gets back from every later cursor, so rows added meanwhile do not shift its pages.
    */
   snapshot?: number;
+  /**
+   * seek is set for a keyset cursor: the sort key of the row the page comes after (`before`
+   * false) or, for a previous page, the row it comes before (`before` true: the list reads
+   * backwards from there, and `page` gets the rows in that reversed order).
+   */
+  seek?: { key: SortKey; before: boolean };
 }
+
+/** SortKey is the values of a row's sort columns, in order (numbers and strings). */
+export type SortKey = (number | string)[];
 
 interface CursorState {
   l: string;
   o: number;
   n: number;
   s?: number;
+  /** keyset: the sort key of the boundary row */
+  k?: SortKey;
+  /** keyset: true when the page ends before `k` (a previous page) */
+  b?: boolean;
 }
 
 /** Paginator turns cursors into windows and windows back into cursors. */
@@ -78,6 +94,7 @@ export class Paginator {
       perPage: state.n,
       usedCursor: true,
       ...(state.s === undefined ? {} : { snapshot: state.s }),
+      ...(state.k === undefined ? {} : { seek: { key: state.k, before: state.b === true } }),
     };
   }
 
@@ -106,6 +123,38 @@ export class Paginator {
     };
   }
 
+  /**
+   * seekPage builds the answer of a keyset list from rows fetched with `limit perPage + 1` in the
+   * list's order (in reverse order when `w.seek.before`: the extra row then says that a previous
+   * page exists). `keyOf` gives a row's sort key; the cursors carry the keys of the page's ends.
+   */
+  seekPage<T>(w: PageWindow, rows: T[], keyOf: (row: T) => SortKey): Page<T> {
+    const back = w.seek?.before === true;
+    const more = rows.length > w.perPage;
+    const items = rows.slice(0, w.perPage);
+    if (back) items.reverse();
+    const first = items[0];
+    const last = items[items.length - 1];
+    const s = w.snapshot === undefined ? {} : { s: w.snapshot };
+    const at = (page: number, offset: number, row: T, before: boolean) =>
+      this.encode(page, {
+        l: w.list,
+        o: Math.max(0, offset),
+        n: w.perPage,
+        ...s,
+        k: keyOf(row),
+        ...(before ? { b: true } : {}),
+      });
+    // Going back, the page we came from follows; going forward, the extra row says one follows.
+    const hasNext = back || more;
+    const hasPrev = back ? more : w.usedCursor && w.offset > 0;
+    return {
+      items,
+      next: hasNext && last !== undefined ? at(w.page + 1, w.offset + w.perPage, last, false) : null,
+      prev: hasPrev && first !== undefined ? at(w.page - 1, w.offset - w.perPage, first, true) : null,
+    };
+  }
+
   private encode(page: number, state: CursorState): string {
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
@@ -125,6 +174,11 @@ export class Paginator {
       if (typeof state.l !== 'string' || !Number.isInteger(state.o) || !Number.isInteger(state.n))
         return null;
       if (state.s !== undefined && !Number.isInteger(state.s)) return null;
+      if (
+        state.k !== undefined &&
+        !(Array.isArray(state.k) && state.k.every((v) => typeof v === 'number' || typeof v === 'string'))
+      )
+        return null;
       return state;
     } catch {
       return null;

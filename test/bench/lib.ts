@@ -60,18 +60,21 @@ export interface GatewayInfo {
   pid: number;
   ports: Record<string, number>;
   populateMs?: number;
+  /** the PostgreSQL database's URL ('' on SQLite, whose file is gateway.sqlite in dataDir) */
+  databaseUrl: string;
 }
 
 /** startGateway starts test/bench/serve.ts gateway with `args`; `nodeArgs` go to node (e.g. --cpu-prof). */
 export async function startGateway(
   args: string[],
   nodeArgs: string[] = [],
+  env: NodeJS.ProcessEnv = { SVC_TEST_DATABASE_URL: '' },
 ): Promise<{ child: ChildProcess; info: GatewayInfo }> {
   const child = spawn(
     process.execPath,
     [...nodeArgs, '--import', 'tsx', 'test/bench/serve.ts', 'gateway', ...args],
     {
-      env: { ...process.env, SVC_TEST_DATABASE_URL: '' },
+      env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );

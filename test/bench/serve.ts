@@ -8,7 +8,8 @@
  *                                  file rows, inserted through core.db.work in batches of 500
  *                                  (populateMs says how long that took). --ports binds the named
  *                                  front ends (ftp, ftps, sftp, webdav) on free ports; --pasv sets
- *                                  the FTP passive port range (default config/default.yaml's)
+ *                                  the FTP passive port range (default config/default.yaml's);
+ *                                  databaseUrl names the PostgreSQL database ('' on SQLite)
  *   peer                           the peer: bare Koa over HTTPS with the same certificate, answering
  *                                  a constant JSON object (the ceiling of Koa + TLS on this machine)
  */
@@ -62,6 +63,7 @@ if (mode === 'peer') {
       pid: process.pid,
       ports: gw.ports,
       populateMs,
+      databaseUrl: gw.config.database.url,
     }),
   );
   process.on('SIGTERM', () => {

@@ -12,7 +12,7 @@ import { requireFullKey, requireSiteAdmin } from '../access/guards.ts';
 import { rightsOn } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
-import type { Page, PageWindow } from '../pagination.ts';
+import type { Page, PageWindow, SortKey } from '../pagination.ts';
 import { normalizeFolderPath, parentOf } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
 
@@ -54,13 +54,27 @@ const SORT_FIELDS_ALL: readonly SortField[] = ['path', 'folder', 'user_id', 'cre
 const FILTER_FIELDS = ['user_id', 'folder', 'path'] as const;
 const FILTER_PREFIX_FIELDS = ['path'] as const;
 
+/** SortTerm is one ORDER BY expression and its direction. */
+interface SortTerm {
+  expr: string;
+  asc: boolean;
+}
+
 /** Listing is one history endpoint's selection: its cursor name, its sort fields, its WHERE. */
 interface Listing {
   /** names the rows selected (endpoint and its arguments, not the sort): a cursor is only good for it */
   name: string;
   sortFields: readonly SortField[];
   where(qb: SelectQueryBuilder<ActionRow>): void;
+  /** set when the selection may be a small share of the window (a folder): see `list` */
+  sparse?: boolean;
 }
+
+/**
+ * SPARSE_SCAN is how many of the window's newest actions a sparse listing reads in time order
+ * before it looks the rest up by its path indexes instead (see `list`).
+ */
+const SPARSE_SCAN = 5000;
 
 /** History answers SPEC's five history endpoints. */
 export class History {
@@ -77,7 +91,11 @@ export class History {
     return this.list(q, {
       name: `files:${file}`,
       sortFields: SORT_FIELDS,
-      where: (qb) => qb.andWhere('(a.path = :file OR a.source = :file OR a.destination = :file)', { file }),
+      where: (qb) =>
+        qb.andWhere(
+          this.pathTest((col) => [`${col} = :file`]),
+          { file },
+        ),
     });
   }
 
@@ -92,18 +110,17 @@ export class History {
     return this.list(q, {
       name: `folders:${folder}`,
       sortFields: SORT_FIELDS,
+      sparse: true,
       where: (qb) => {
         if (folder === '') {
           qb.andWhere("(a.path <> '' OR a.source <> '' OR a.destination <> '')");
           return;
         }
-        const prefix = `${folder}/`;
-        const n = [...prefix].length;
+        // Everything under `a/` sorts from `a/` up to (not including) `a0` ('0' follows '/'):
+        // a range the path indexes can seek, unlike a LIKE or substr test.
         qb.andWhere(
-          '(a.path = :folder OR substr(a.path, 1, :n) = :prefix' +
-            ' OR a.source = :folder OR substr(a.source, 1, :n) = :prefix' +
-            ' OR a.destination = :folder OR substr(a.destination, 1, :n) = :prefix)',
-          { folder, prefix, n },
+          this.pathTest((col) => [`${col} = :folder`, `${col} >= :below AND ${col} < :beyond`]),
+          { folder, below: `${folder}/`, beyond: `${folder}0` },
         );
       },
     });
@@ -126,7 +143,8 @@ export class History {
     return this.list(q, {
       name: 'login',
       sortFields: SORT_FIELDS,
-      where: (qb) => qb.andWhere('a.action IN (:...logins)', { logins: ['login', 'failedlogin'] }),
+      // Literal, not bound: the partial logins index (migration 0008) is used only for its own terms.
+      where: (qb) => qb.andWhere("a.action IN ('login', 'failedlogin')"),
     });
   }
 
@@ -155,14 +173,50 @@ export class History {
           qb.andWhere(`${parent} = :filterFolder AND a.path <> ''`, {
             filterFolder: folder === '' ? '' : `${folder}/`,
           });
+          if (folder !== '') this.prefixRange(qb, `${folder}/`, 'folder');
         }
         if (prefix !== null) {
           qb.andWhere('substr(a.path, 1, :prefixLength) = :filterPrefix', {
             filterPrefix: prefix,
             prefixLength: [...prefix].length,
           });
+          this.prefixRange(qb, prefix, 'prefix');
         }
       },
+    });
+  }
+
+  /**
+   * pathTest applies `test` (alternatives, ORed) to an action's path, source and destination,
+   * each written so that its index (migration 0008) serves it: the source index holds the actions
+   * that have one, the destination index those whose destination is not their path (a move's
+   * destination is). The result is one flat OR of conjunctions, the shape SQLite can answer from
+   * several indexes at once (its "MULTI-INDEX OR"); nested, it scans.
+   */
+  private pathTest(test: (col: string) => string[]): string {
+    const arms = [
+      ...test(this.binary('a.path')),
+      ...test(this.binary('a.source')).map((t) => `a.source <> '' AND ${t}`),
+      ...test(this.binary('a.destination')).map(
+        (t) => `a.destination <> '' AND a.destination <> a.path AND ${t}`,
+      ),
+    ];
+    return `(${arms.map((arm) => `(${arm})`).join(' OR ')})`;
+  }
+
+  /**
+   * prefixRange adds the index range of the paths that start with `prefix` (from it up to the
+   * prefix with its last character's successor) to a test that already says so exactly.
+   */
+  private prefixRange(qb: SelectQueryBuilder<ActionRow>, prefix: string, name: string): void {
+    const chars = [...prefix];
+    const last = chars.pop()!.codePointAt(0)!;
+    const col = this.binary('a.path');
+    qb.andWhere(`${col} >= :${name}Low`, { [`${name}Low`]: prefix });
+    // The last code point has no successor, or its successor is a lone surrogate: no upper bound.
+    if (last >= 0x10ffff || last === 0xd7ff) return;
+    qb.andWhere(`${col} < :${name}High`, {
+      [`${name}High`]: chars.join('') + String.fromCodePoint(last + 1),
     });
   }
 
@@ -179,7 +233,12 @@ export class History {
     }
   }
 
-  /** list runs one listing: the common parameters, the 24-hour floor, the sort and the page. */
+  /**
+   * list runs one listing: the common parameters, the 24-hour floor, the sort and the page. Sorts
+   * on numbers (created_at, user_id) page by keyset: a cursor carries the sort key of the row its
+   * page starts after, so page 1,000 reads what page 1 reads. Sorts on paths (/history only) page
+   * by offset, since a path key (up to 5000 characters) would not fit a cursor in a URL.
+   */
   private async list(q: HistoryQuery, listing: Listing): Promise<Page<Action>> {
     const start = parseTime(q.start_at, 'start_at');
     const end = parseTime(q.end_at, 'end_at');
@@ -194,26 +253,74 @@ export class History {
     const base = `history:${digest}:sort=`;
     const w = this.window(`${base}${sort.field}:${sort.direction}`, base, q);
     const floor = Date.now() - HISTORY_HOURS * 3_600_000;
+    const terms = this.sortTerms(sort.field, sort.direction);
+    const seekable = sort.field === 'created_at' || sort.field === 'user_id';
+    const seek = seekable ? w.seek : undefined;
     const rows = await this.ctx.db.read(async (em) => {
       // Pin the newest action on the first page, so actions recorded while a client pages do not
       // shift the later pages; the cursor carries the pin.
       w.snapshot ??= await this.newestId(em);
-      const qb = em
-        .createQueryBuilder(ActionEntity, 'a')
-        .where('a.when > :floor', { floor })
-        .andWhere('a.id <= :snapshot', { snapshot: w.snapshot });
-      if (start) qb.andWhere('a.when >= :startAt', { startAt: start.getTime() });
-      if (end) qb.andWhere('a.when < :endAt', { endAt: end.getTime() });
-      listing.where(qb);
-      this.order(qb, sort.field, sort.direction);
-      return qb
-        .offset(w.offset)
-        .limit(w.perPage + 1)
-        .getMany();
+      // A previous page reads backwards from the first row of the page the client is on.
+      const ordered = seek?.before ? terms.map((t) => ({ ...t, asc: !t.asc })) : terms;
+      // `by` names when and id in the window's terms: `+ 0` keeps an index from serving them.
+      const select = (filtered: boolean, by = { when: 'a.when', id: 'a.id', terms: ordered }) => {
+        const qb = em
+          .createQueryBuilder(ActionEntity, 'a')
+          .where(`${by.when} > :floor`, { floor })
+          .andWhere(`${by.id} <= :snapshot`, { snapshot: w.snapshot });
+        if (start) qb.andWhere(`${by.when} >= :startAt`, { startAt: start.getTime() });
+        if (end) qb.andWhere(`${by.when} < :endAt`, { endAt: end.getTime() });
+        if (filtered) listing.where(qb);
+        if (seek) afterKey(qb, by.terms, seek.key, 'seek');
+        return qb;
+      };
+      const sorted = (qb: SelectQueryBuilder<ActionRow>, by = ordered) => {
+        by.forEach((t, i) => qb[i === 0 ? 'orderBy' : 'addOrderBy'](t.expr, t.asc ? 'ASC' : 'DESC'));
+        return qb;
+      };
+      if (listing.sparse && sort.field === 'created_at') {
+        // A folder's actions may be most of the window or a sliver of it, and the planners guess
+        // which from statistics that cannot see a folder's share: read the newest SPARSE_SCAN
+        // actions in time order (cheap, whatever the share), and only if they do not fill the
+        // page look the older ones up by the path indexes, sorted afterwards (`+ 0` keeps the
+        // (when, id) index from being chosen for its order).
+        const bounds = await sorted(select(false).select('a.when', 'w').addSelect('a.id', 'i'))
+          .offset(SPARSE_SCAN - 1)
+          .limit(2)
+          .getRawMany<{ w: unknown; i: unknown }>();
+        if (bounds.length === 2) {
+          const key = (b: { w: unknown; i: unknown }) => [Number(b.w), Number(b.i)];
+          const reversed = ordered.map((t) => ({ ...t, asc: !t.asc }));
+          const newest = select(true);
+          afterKey(newest, reversed, key(bounds[1]!), 'scan');
+          const found = await sorted(newest)
+            .limit(w.perPage + 1)
+            .getMany();
+          if (found.length > w.perPage) return found;
+          const byIndex = ordered.map((t) => ({ ...t, expr: `${t.expr} + 0` }));
+          // SQLite, with statistics, would still take the (when, id) index for the window's
+          // range and read most of it; PostgreSQL needs the when terms to seek the path indexes.
+          const older =
+            this.ctx.db.kind === 'sqlite'
+              ? select(true, { when: 'a.when + 0', id: 'a.id + 0', terms: byIndex })
+              : select(true);
+          afterKey(older, this.ctx.db.kind === 'sqlite' ? byIndex : ordered, key(bounds[0]!), 'scan');
+          return [
+            ...found,
+            ...(await sorted(older, byIndex)
+              .limit(w.perPage + 1 - found.length)
+              .getMany()),
+          ];
+        }
+      }
+      const qb = sorted(select(true));
+      if (!seek && w.offset > 0) qb.offset(w.offset);
+      return qb.limit(w.perPage + 1).getMany();
     });
-    return this.ctx.paginator.page(
-      w,
-      rows.map((r) => view(r, display)),
+    const actions = rows.map((r) => view(r, display));
+    if (!seekable) return this.ctx.paginator.page(w, actions);
+    return this.ctx.paginator.seekPage(w, actions, (a) =>
+      sort.field === 'user_id' ? [a.user_id ?? 0, a.when.getTime(), a.id] : [a.when.getTime(), a.id],
     );
   }
 
@@ -248,27 +355,44 @@ export class History {
     return raw?.newest == null ? 0 : Number(raw.newest);
   }
 
-  /** order applies the sort, then newest first, then id, so every order is total and stable. */
-  private order(qb: SelectQueryBuilder<ActionRow>, field: SortField, direction: SortDirection): void {
-    const dir = direction === 'asc' ? 'ASC' : 'DESC';
-    // Paths sort by code point on both databases (PostgreSQL would otherwise use its collation).
-    const binary = this.ctx.db.kind === 'postgres' ? ' COLLATE "C"' : '';
+  /**
+   * sortTerms is the ORDER BY of a sort: the field, then newest first, then id, so every order is
+   * total and stable. Each term is an indexed expression: (when, id) for created_at, (user_id,
+   * when, id) within one user.
+   */
+  private sortTerms(field: SortField, direction: SortDirection): SortTerm[] {
+    const asc = direction === 'asc';
+    const newest: SortTerm[] = [
+      { expr: 'a.when', asc: false },
+      { expr: 'a.id', asc: false },
+    ];
     switch (field) {
       case 'created_at':
-        qb.orderBy('a.when', dir).addOrderBy('a.id', dir);
-        return;
+        return [
+          { expr: 'a.when', asc },
+          { expr: 'a.id', asc },
+        ];
       case 'user_id':
         // Actions without a user (site-wide keys, unknown usernames) sort as user 0.
-        qb.orderBy('COALESCE(a.user_id, 0)', dir);
-        break;
+        return [{ expr: 'COALESCE(a.user_id, 0)', asc }, ...newest];
       case 'path':
-        qb.orderBy(`a.path${binary}`, dir);
-        break;
+        return [{ expr: this.binary('a.path'), asc }, ...newest];
       case 'folder':
-        qb.orderBy(`${this.parentExpression()}${binary}`, dir).addOrderBy(`a.path${binary}`, dir);
-        break;
+        return [
+          { expr: this.binary(this.parentExpression()), asc },
+          { expr: this.binary('a.path'), asc },
+          ...newest,
+        ];
     }
-    qb.addOrderBy('a.when', 'DESC').addOrderBy('a.id', 'DESC');
+  }
+
+  /**
+   * binary makes a text expression compare by code point on both databases: SQLite's BINARY
+   * collation does; PostgreSQL would otherwise use its collation. The path indexes (migration
+   * 0008) are built on `COLLATE "C"`, so every path test is written through this to use them.
+   */
+  private binary(expr: string): string {
+    return this.ctx.db.kind === 'postgres' ? `${expr} COLLATE "C"` : expr;
   }
 
   /**
@@ -278,6 +402,36 @@ export class History {
   private parentExpression(): string {
     return "rtrim(a.path, replace(a.path, '/', ''))";
   }
+}
+
+/**
+ * afterKey keeps the rows that sort after `key` under `terms`: a lexicographic comparison, with
+ * each run of terms in one direction compared as a row value, (when, id) < (:w, :i), which both
+ * databases seek in a (…, when, id) index.
+ */
+function afterKey(qb: SelectQueryBuilder<ActionRow>, terms: SortTerm[], key: SortKey, name: string): void {
+  if (key.length !== terms.length) throw new GatewayError('bad-request/invalid-cursor', 'Invalid cursor');
+  const params: Record<string, number | string> = {};
+  key.forEach((v, i) => (params[`${name}${i}`] = v));
+  const runs: { from: number; to: number; asc: boolean }[] = [];
+  terms.forEach((t, i) => {
+    const run = runs[runs.length - 1];
+    if (run && run.asc === t.asc) run.to = i + 1;
+    else runs.push({ from: i, to: i + 1, asc: t.asc });
+  });
+  const tuple = (from: number, to: number, value: (i: number) => string) => {
+    const parts = terms.slice(from, to).map((_, j) => value(from + j));
+    return parts.length === 1 ? parts[0]! : `(${parts.join(', ')})`;
+  };
+  const alternatives = runs.map((run) => {
+    const equal =
+      run.from === 0
+        ? ''
+        : `${tuple(0, run.from, (i) => terms[i]!.expr)} = ${tuple(0, run.from, (i) => `:${name}${i}`)} AND `;
+    const cmp = `${tuple(run.from, run.to, (i) => terms[i]!.expr)} ${run.asc ? '>' : '<'} ${tuple(run.from, run.to, (i) => `:${name}${i}`)}`;
+    return `(${equal}${cmp})`;
+  });
+  qb.andWhere(`(${alternatives.join(' OR ')})`, params);
 }
 
 /** view turns a row into SPEC's Action; display=parent shows the folder the action happened in. */

@@ -5,6 +5,7 @@ import { PublicKeys1764028800000 } from './0004-public-keys.ts';
 import { Events1764115200000 } from './0005-events.ts';
 import { EventFaults1764460800000 } from './0006-event-faults.ts';
 import { BlobLeases1764547200000 } from './0007-blob-leases.ts';
+import { ActionHistoryIndexes1764633600000 } from './0008-action-history-indexes.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -15,4 +16,5 @@ export const migrations = [
   Events1764115200000,
   EventFaults1764460800000,
   BlobLeases1764547200000,
+  ActionHistoryIndexes1764633600000,
 ];

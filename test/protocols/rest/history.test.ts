@@ -546,6 +546,65 @@ describe('REST history', () => {
       expect(idsOf(await list(`${path}?per_page=2`))).to.deep.equal([later, made[0]]);
     });
 
+    it('pages by keyset under every numeric sort: forward to the end and back to the start', async () => {
+      for (const sort of ['created_at', 'user_id']) {
+        for (const direction of ['asc', 'desc']) {
+          const sortBy = { [`sort_by[${sort}]`]: direction };
+          const whole = idsOf(await list(`${path}${q({ per_page: '100', ...sortBy })}`));
+          const pages: number[][] = [];
+          let r = await get(`${path}${q({ per_page: '2', ...sortBy })}`);
+          pages.push(idsOf(r.json));
+          while (r.headers['x-svc-cursor-next']) {
+            r = await get(`${path}${q({ cursor: r.headers['x-svc-cursor-next'] as string, ...sortBy })}`);
+            expect(r.status, r.text).to.equal(200);
+            pages.push(idsOf(r.json));
+          }
+          expect(pages.flat(), `${sort} ${direction}`).to.deep.equal(whole);
+          for (let i = pages.length - 2; i >= 0; i--) {
+            r = await get(`${path}${q({ cursor: r.headers['x-svc-cursor-prev'] as string, ...sortBy })}`);
+            expect(idsOf(r.json), `${sort} ${direction} back to page ${i + 1}`).to.deep.equal(pages[i]);
+          }
+          expect(r.headers['x-svc-cursor-prev']).to.equal(undefined);
+        }
+      }
+    });
+
+    it('pages a folder that is a sliver of a busy window the same as one that is not', async () => {
+      // 6,000 actions, every 300th in sliver/ (more than the 5,000 newest a folder listing reads
+      // in time order before it looks the rest up by the path indexes).
+      const now = Date.now();
+      const sliver: number[] = [];
+      for (let i = 0; i < 6000; i += 500) {
+        await gw.core.db.work(async (em) => {
+          for (let j = i; j < i + 500; j++) {
+            const path = j % 300 === 0 ? `sliver/d${j % 7}/f${j}.txt` : `busy/f${j}.txt`;
+            const r = await em.insert(ActionEntity, {
+              when: new Date(now - 6000 + j),
+              action: 'create',
+              path,
+              interface: 'restapi',
+            });
+            if (path.startsWith('sliver/')) sliver.push(Number(r.identifiers[0]!.id));
+          }
+        });
+      }
+      for (const direction of ['desc', 'asc']) {
+        const expected = direction === 'desc' ? [...sliver].reverse() : sliver;
+        for (const perPage of ['20', '7']) {
+          const sortBy = { 'sort_by[created_at]': direction };
+          const got: number[] = [];
+          let r = await get(`/history/folders/sliver${q({ per_page: perPage, ...sortBy })}`);
+          got.push(...idsOf(r.json));
+          while (r.headers['x-svc-cursor-next']) {
+            const cursor = r.headers['x-svc-cursor-next'] as string;
+            r = await get(`/history/folders/sliver${q({ cursor, ...sortBy })}`);
+            got.push(...idsOf(r.json));
+          }
+          expect(got, `${direction}, ${perPage} a page`).to.deep.equal(expected);
+        }
+      }
+    });
+
     it('refuses a cursor under another sort_by, on another listing, or forged', async () => {
       const r1 = await get(`${path}?per_page=2`);
       const next = r1.headers['x-svc-cursor-next'] as string;
