@@ -4,7 +4,7 @@
  * write (423 when a lock's token is missing), and the lockdiscovery XML. Locks themselves are
  * the core's (core.dav.locks), in the database.
  */
-import { GatewayError, type Core, type DavLock } from '../../src/core/index.ts';
+import { GatewayError, type Core, type DavLock, type FileSession } from '../../src/core/index.ts';
 import { DavCondition } from './errors.ts';
 import { decodePath, etagOf, hrefOf, type DavContext } from './http.ts';
 import { contentNodes, dav, text, type Node } from './xml.ts';
@@ -147,9 +147,11 @@ export interface Target {
 
 /**
  * checkWrite enforces RFC 4918's write rules for a request: the If header must hold, and every
- * lock on a changed path must have its token submitted by its holder (else 423).
+ * lock on a changed path must have its token submitted by its holder (else 423, with the
+ * precondition element naming the locked root). It returns the session to make the change with,
+ * carrying the submitted tokens.
  */
-export async function checkWrite(ctx: DavContext, core: Core, targets: Target[]): Promise<void> {
+export async function checkWrite(ctx: DavContext, core: Core, targets: Target[]): Promise<FileSession> {
   const submitted = await evaluateIf(ctx, core);
   const me = ctx.state.principal.user?.id ?? null;
   const held = (l: DavLock) => submitted.has(l.token) && l.userId === me;
@@ -170,6 +172,9 @@ export async function checkWrite(ctx: DavContext, core: Core, targets: Target[])
         );
     }
   }
+  // The core enforces the locks again in the change itself (another front end, or a lock taken
+  // since this check); it needs the tokens this request submitted.
+  return ctx.state.session.withLockTokens(submitted);
 }
 
 /** activeLock is the DAV:activelock element of a lock. */

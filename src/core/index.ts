@@ -41,6 +41,7 @@ export { isSiteAdmin, operatorPrincipal, type Interface, type Principal } from '
 export type { Entry, ListOptions } from './files/namespace.ts';
 export type { FileSession, Download, WriteOptions } from './files/session.ts';
 export type { StagedWrite } from './files/staging.ts';
+export type { WriteHandle } from './files/write.ts';
 export type { Upload } from './files/uploads.ts';
 export { MAX_LOCK_SECONDS, type DavLock, type LockRequest } from './files/locks.ts';
 export type { DeadProperty, PropertyChange } from './files/properties.ts';

@@ -65,8 +65,12 @@ function store(mode: 'STOR' | 'APPE'): Command {
     async run(c, arg) {
       const path = c.resolve(arg);
       const offset = c.restOffset;
-      // Refused before the 150, so a client is told at once rather than after sending the bytes.
-      await c.files.checkWritable(path);
+      // Checked before the 150 (rights, locks, parent, offset), so a client is told at once rather
+      // than after sending the bytes. The handle holds nothing until its bytes arrive.
+      const upload = await c.files.openWrite(
+        path,
+        mode === 'APPE' ? { append: true } : offset > 0 ? { offset } : {},
+      );
       c.runTransfer(mode, path, async (t) => {
         c.reply(150, `Opening BINARY mode data connection for /${path}`);
         const socket = await c.data.open(c.tls && c.protectData, t.controller.signal);
@@ -75,10 +79,7 @@ function store(mode: 'STOR' | 'APPE'): Command {
         const body = counter(t);
         pipeline(socket, body).catch(() => undefined);
         try {
-          await c.files.write(path, body, {
-            ...(mode === 'APPE' ? { append: true } : offset > 0 ? { offset } : {}),
-            signal: t.controller.signal,
-          });
+          await upload.send(body, { signal: t.controller.signal });
         } catch (err) {
           if (c.data.lost)
             throw new ReplyError(

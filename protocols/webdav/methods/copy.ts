@@ -10,7 +10,7 @@ import { depthOf, destinationOf, overwriteOf, statOrNull, type Method } from '..
 /** relocate answers COPY or MOVE. */
 export function relocate(kind: 'copy' | 'move'): Method {
   return async (ctx, core: Core) => {
-    const { session, path } = ctx.state;
+    const { path } = ctx.state;
     const depth = depthOf(ctx, 'infinity');
     if (depth === '1' || (kind === 'move' && depth !== 'infinity'))
       throw new GatewayError(
@@ -19,7 +19,7 @@ export function relocate(kind: 'copy' | 'move'): Method {
       );
     const dest = destinationOf(ctx);
     const overwrite = overwriteOf(ctx);
-    const source = await session.stat(path);
+    const source = await ctx.state.session.stat(path);
     if (dest === path)
       throw new GatewayError('bad-request/destination-same', 'Source and destination are the same');
     const replaced = (await statOrNull(ctx, dest)) !== null;
@@ -27,7 +27,7 @@ export function relocate(kind: 'copy' | 'move'): Method {
       throw new GatewayError('processing-failure/destination-exists', `${ctx.get('Destination')} exists`);
     const targets: Target[] = [{ path: dest, descendants: true }];
     if (kind === 'move') targets.unshift({ path, descendants: true });
-    await checkWrite(ctx, core, targets);
+    const session = await checkWrite(ctx, core, targets);
     if (kind === 'copy' && depth === '0' && source.type === 'directory') {
       // A shallow copy of a folder is an empty folder of the same name.
       if (replaced) await session.remove(dest, { recursive: true });

@@ -5,10 +5,10 @@ import { depthOf, type Method } from '../http.ts';
 
 /** del deletes a file or folder; its locks and dead properties go with it (in the core). */
 export const del: Method = async (ctx, core: Core) => {
-  const { session, path } = ctx.state;
+  const { path } = ctx.state;
   if (depthOf(ctx, 'infinity') !== 'infinity')
     throw new GatewayError('bad-request/request-params-invalid', 'DELETE takes Depth: infinity only');
-  await checkWrite(ctx, core, [{ path, descendants: true }]);
+  const session = await checkWrite(ctx, core, [{ path, descendants: true }]);
   await session.remove(path, { recursive: true });
   ctx.body = null;
   ctx.status = 204;

@@ -56,7 +56,7 @@ export const lock: Method = async (ctx, core: Core) => {
   });
   if (!existed) {
     try {
-      await session.write(path, Readable.from([]));
+      await session.withLockTokens([created.token]).write(path, Readable.from([]));
     } catch (err) {
       await core.dav.locks.unlock(session, path, created.token).catch(() => undefined);
       throw err;

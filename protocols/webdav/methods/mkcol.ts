@@ -10,8 +10,8 @@ export const mkcol: Method = async (ctx, core: Core) => {
     ctx.req.resume();
     throw new GatewayError('bad-request/unsupported-media-type', 'MKCOL takes no request body');
   }
-  const { session, path } = ctx.state;
-  await checkWrite(ctx, core, [{ path }]);
+  const { path } = ctx.state;
+  const session = await checkWrite(ctx, core, [{ path }]);
   try {
     await session.mkdir(path);
   } catch (err) {

@@ -56,9 +56,9 @@ export const proppatch: Method = async (ctx, core: Core) => {
       'bad-request/invalid-body',
       'The body of a PROPPATCH must be a DAV:propertyupdate',
     );
-  const { session, path } = ctx.state;
-  const entry = await session.stat(path);
-  await checkWrite(ctx, core, [{ path }]);
+  const { path } = ctx.state;
+  const entry = await ctx.state.session.stat(path);
+  const session = await checkWrite(ctx, core, [{ path }]);
   const changes: PropertyChange[] = [];
   const names: { ns: string; name: string; failed?: number }[] = [];
   let mtime: Date | null = null;

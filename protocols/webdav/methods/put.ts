@@ -15,7 +15,7 @@ import { preconditions } from './get.ts';
 
 /** put writes a file. */
 export const put: Method = async (ctx, core: Core) => {
-  const { session, path } = ctx.state;
+  const { path } = ctx.state;
   if (ctx.get('Content-Range'))
     throw new GatewayError('bad-request/request-params-invalid', 'PUT with Content-Range is not supported');
   const expected = ctx.get('X-Expected-Entity-Length');
@@ -30,7 +30,7 @@ export const put: Method = async (ctx, core: Core) => {
   if (existing?.type === 'directory')
     throw new GatewayError('bad-request/method-not-allowed', 'A folder cannot be written');
   preconditions(ctx, existing, false);
-  await checkWrite(ctx, core, [{ path }]);
+  const writer = await checkWrite(ctx, core, [{ path }]);
   const abort = new AbortController();
   const onClose = () => {
     if (!ctx.req.complete) abort.abort();
@@ -38,7 +38,7 @@ export const put: Method = async (ctx, core: Core) => {
   ctx.req.once('close', onClose);
   let entry;
   try {
-    entry = await session.write(path, ctx.req, { signal: abort.signal, ...(mtime ? { mtime } : {}) });
+    entry = await writer.write(path, ctx.req, { signal: abort.signal, ...(mtime ? { mtime } : {}) });
   } finally {
     ctx.req.off('close', onClose);
   }

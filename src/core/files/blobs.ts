@@ -136,8 +136,8 @@ export class Blobs {
   }
 
   /**
-   * open leases blob `blobId`, named directly (a signed download URL, the kept bytes of an append),
-   * and opens it; the lease goes when the stream closes. A blob that was collected is
+   * open leases blob `blobId`, named directly (a signed download URL, the kept bytes of an append,
+   * an upload's parts and kept bytes at its end), and opens it; the lease goes when the stream closes. A blob that was collected is
    * file-not-found.
    */
   async open(blobId: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
@@ -147,7 +147,9 @@ export class Blobs {
         blobId,
         async () =>
           (await em.existsBy(FileEntity, { blob_id: blobId })) ||
-          (await em.existsBy(BlobGarbageEntity, { blob_id: blobId })),
+          (await em.existsBy(BlobGarbageEntity, { blob_id: blobId })) ||
+          (await em.existsBy(UploadPartEntity, { blob_id: blobId })) ||
+          (await em.existsBy(UploadEntity, { restart_blob_id: blobId })),
       ),
     );
     if (!lease) throw new GatewayError('not-found/file-not-found', 'This file no longer exists');

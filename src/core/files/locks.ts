@@ -12,7 +12,7 @@ import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, isInside } from '../paths.ts';
-import { isSiteAdmin } from '../principal.ts';
+import { isSiteAdmin, type Principal } from '../principal.ts';
 import { inSubtree } from './namespace.ts';
 import type { FileSession } from './session.ts';
 
@@ -55,6 +55,41 @@ export async function deleteLocksUnder(em: EntityManager, site: string): Promise
       .from(DavLockEntity)
       .where('substr(path, 1, :n) = :p', { n: [...`${site}/`].length, p: `${site}/` })
       .execute();
+}
+
+/**
+ * requireUnlocked refuses a change of `site` (and with `descendants` of everything below it) that a
+ * live WebDAV lock covers unless the request submitted that lock's token and the principal holds it
+ * (RFC 4918 §7: a lock binds every writer; issue 11). Locks belong to the core, so FTP, SFTP and the
+ * REST API, which cannot submit a token, are refused too. Run it inside the change's unit of work,
+ * after its tree locks.
+ */
+export async function requireUnlocked(
+  em: EntityManager,
+  p: Principal,
+  tokens: ReadonlySet<string>,
+  site: string,
+  opts: { descendants?: boolean; show: (site: string) => string },
+): Promise<void> {
+  const now = new Date();
+  const above = await em.findBy(DavLockEntity, { path: In(ancestorsOf(site)) });
+  const below = opts.descendants
+    ? await inSubtree(em.getRepository(DavLockEntity).createQueryBuilder('l'), 'l', site).getMany()
+    : [];
+  const live = [...above.filter((r) => covers(r, site)), ...below].filter((r) => r.expires_at > now);
+  if (live.length === 0) return;
+  const me = p.user?.id ?? null;
+  const roots = new Map<string, DavLockRow[]>();
+  for (const l of live) roots.set(l.path, [...(roots.get(l.path) ?? []), l]);
+  // Each locked root needs one of its tokens: the exclusive lock's, or any of its shared locks'.
+  for (const [root, group] of roots) {
+    if (group.some((l) => tokens.has(l.token) && l.user_id === me)) continue;
+    const until = group.reduce((t, l) => (l.expires_at > t ? l.expires_at : t), now);
+    throw new GatewayError(
+      'processing-failure/file-locked',
+      `/${opts.show(root)} is locked by a WebDAV lock until ${until.toISOString()}`,
+    );
+  }
 }
 
 /** Locks creates, finds, refreshes and releases WebDAV locks. */

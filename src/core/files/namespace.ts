@@ -113,7 +113,11 @@ export async function hasChildren(em: EntityManager, folder: string): Promise<bo
 
 /** insertFolder adds one folder row; its parent must exist. */
 export async function insertFolder(em: EntityManager, path: string, mtime = new Date()): Promise<void> {
-  await em.insert(FileEntity, {
+  await em.insert(FileEntity, folderRow(path, mtime));
+}
+
+function folderRow(path: string, mtime: Date): Omit<FileRow, 'id'> {
+  return {
     path,
     parent: parentOf(path),
     name: baseName(path),
@@ -123,7 +127,7 @@ export async function insertFolder(em: EntityManager, path: string, mtime = new 
     md5: null,
     crc32: null,
     blob_id: null,
-  });
+  };
 }
 
 /** ensureFolders creates `path` and any missing ancestors as folders; a file in the way is an error. */
@@ -139,7 +143,22 @@ export async function ensureFolders(
         'bad-request/folder-must-not-be-a-file',
         `/${show(folder)} is a file, not a folder`,
       );
-    if (!row) await insertFolder(em, folder);
+    if (row) continue;
+    // A change below the same ancestor may create it at once (both hold only shared tree locks on
+    // it, tree.ts): whoever comes second keeps the first one's folder instead of failing.
+    await em
+      .createQueryBuilder()
+      .insert()
+      .into(FileEntity)
+      .values(folderRow(folder, new Date()))
+      .orIgnore()
+      .execute();
+    const made = await getRow(em, folder);
+    if (made?.type !== 'directory')
+      throw new GatewayError(
+        'bad-request/folder-must-not-be-a-file',
+        `/${show(folder)} is a file, not a folder`,
+      );
   }
 }
 

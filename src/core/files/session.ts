@@ -15,7 +15,8 @@ import { GatewayError } from '../errors.ts';
 import { isInside, joinPath, normalizeFilePath, parentOf } from '../paths.ts';
 import type { Principal } from '../principal.ts';
 import type { BlobStore, ByteRange } from './blobstore.ts';
-import type { Blobs, NewBlob } from './blobs.ts';
+import type { Blobs } from './blobs.ts';
+import { requireUnlocked } from './locks.ts';
 import {
   copyTree,
   deleteTree,
@@ -24,7 +25,6 @@ import {
   hasChildren,
   insertFolder,
   listRows,
-  markGarbage,
   moveTree,
   requireFolder,
   toEntry,
@@ -32,8 +32,9 @@ import {
   type ListOptions,
 } from './namespace.ts';
 import { copyDav, forgetDav, moveDav } from './properties.ts';
-import { concat, Hasher } from './transfers.ts';
 import { StagedWrite } from './staging.ts';
+import { changeTree } from './tree.ts';
+import { WriteHandle, type SendOptions, type WriteScope } from './write.ts';
 
 /** stagingDir is where staged writes keep their temporary files. */
 export function stagingDir(dataDir: string): string {
@@ -41,15 +42,11 @@ export function stagingDir(dataDir: string): string {
 }
 
 /** WriteOptions shape an upload: where it starts and what it keeps. */
-export interface WriteOptions {
+export interface WriteOptions extends SendOptions {
   /** keep this many bytes of the current content and write the body after them (FTP REST+STOR) */
   offset?: number;
   /** write the body after the whole current content (FTP APPE) */
   append?: boolean;
-  /** the client's modification time for the file, if it sent one */
-  mtime?: Date;
-  /** aborting discards the upload and keeps the old content */
-  signal?: AbortSignal;
 }
 
 /** Download is an opened file: its entry and a stream of the requested bytes. */
@@ -70,11 +67,35 @@ export class FileSession {
     readonly principal: Principal,
     /** the site folder this session sees as `/` ('' for the site root) */
     readonly root: string,
+    /** WebDAV lock tokens this request submitted (If header); the other front ends submit none */
+    readonly lockTokens: ReadonlySet<string> = new Set(),
   ) {}
 
-  /** blobStore is the store this session's files live in (for core helpers such as staging). */
-  get blobStore(): BlobStore {
-    return this.store;
+  /**
+   * withLockTokens is this session for one request that submitted WebDAV lock tokens: its changes
+   * may touch what those locks (held by this principal) cover.
+   */
+  withLockTokens(tokens: Iterable<string>): FileSession {
+    return new FileSession(this.ctx, this.store, this.blobs, this.principal, this.root, new Set(tokens));
+  }
+
+  /** scope is what a write handle needs of this session. */
+  private get scope(): WriteScope {
+    return {
+      ctx: this.ctx,
+      store: this.store,
+      blobs: this.blobs,
+      principal: this.principal,
+      lockTokens: this.lockTokens,
+      root: this.root,
+      site: (path) => this.site(path),
+      visible: (site) => this.visible(site),
+    };
+  }
+
+  /** unlocked refuses a change of `site` under a WebDAV lock whose token this request lacks. */
+  private unlocked(em: EntityManager, site: string, descendants = false): Promise<void> {
+    return requireUnlocked(em, this.principal, this.lockTokens, site, { descendants, show: this.show });
   }
 
   /** site maps a path as the client sees it to the normalized site path. */
@@ -130,8 +151,9 @@ export class FileSession {
     const site = this.site(path);
     if (site === this.root)
       throw new GatewayError('processing-failure/destination-exists', 'The root folder always exists');
-    return this.ctx.db.work(async (em) => {
+    return changeTree(this.ctx, { changes: [site] }, async (em) => {
       await requireCapability(em, this.principal, 'write', site);
+      await this.unlocked(em, site);
       const existing = await getRow(em, site);
       if (existing)
         throw new GatewayError(
@@ -158,8 +180,9 @@ export class FileSession {
     const site = this.site(path);
     if (site === this.root)
       throw new GatewayError('not-authorized/full-permission-required', 'The root folder cannot be deleted');
-    await this.ctx.db.work(async (em) => {
+    await changeTree(this.ctx, { changes: [site] }, async (em) => {
       await requireCapability(em, this.principal, 'delete', site);
+      await this.unlocked(em, site, true);
       const row = await getRow(em, site);
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
       if (row.type === 'directory' && !opts.recursive && (await hasChildren(em, site))) {
@@ -207,9 +230,12 @@ export class FileSession {
         'A folder cannot be moved or copied into itself',
       );
     }
-    await this.ctx.db.work(async (em) => {
+    const locks = kind === 'move' ? { changes: [source, dest] } : { changes: [dest], reads: [source] };
+    await changeTree(this.ctx, locks, async (em) => {
       await requireCapability(em, this.principal, kind === 'move' ? 'delete' : 'read', source);
       await requireCapability(em, this.principal, 'write', dest);
+      if (kind === 'move') await this.unlocked(em, source, true);
+      await this.unlocked(em, dest, true);
       const row = await getRow(em, source);
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(source)} does not exist`);
       if (opts.filesOnly && row.type === 'directory')
@@ -251,8 +277,9 @@ export class FileSession {
   /** setMtime sets a file's or folder's modification time (SFTP SETSTAT, FTP MFMT, WebDAV Win32LastModifiedTime). */
   async setMtime(path: string, mtime: Date): Promise<Entry> {
     const site = this.site(path);
-    return this.ctx.db.work(async (em) => {
+    return changeTree(this.ctx, { changes: [site] }, async (em) => {
       await requireCapability(em, this.principal, 'write', site);
+      await this.unlocked(em, site);
       const row = await getRow(em, site);
       if (!row || site === '')
         throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
@@ -308,34 +335,34 @@ export class FileSession {
     return { entry: toEntry(row, this.visible(site)), row };
   }
 
-  /** checkWritable verifies, before any byte moves, that `path` may be written: permission, parent folder, not a folder. */
-  async checkWritable(path: string): Promise<{ site: string; existing: FileRow | null }> {
-    const site = this.site(path);
-    if (site === this.root)
-      throw new GatewayError('bad-request/invalid-path', 'The root folder is not a file');
-    return this.ctx.db.read(async (em) => {
-      await requireCapability(em, this.principal, 'write', site);
-      await requireFolder(
-        em,
-        parentOf(site),
-        'processing-failure/destination-parent-does-not-exist',
-        this.show,
-      );
-      const existing = await getRow(em, site);
-      if (existing?.type === 'directory') {
-        throw new GatewayError('processing-failure/destination-exists', `/${this.visible(site)} is a folder`);
-      }
-      return { site, existing };
-    });
+  /**
+   * openWrite starts an upload of `path` (the write pipeline, write.ts): rights, WebDAV locks and
+   * the parent are checked now, before any byte moves. `offset` or `append` keep bytes of the
+   * current content before the body (FTP REST+STOR, APPE).
+   */
+  openWrite(path: string, opts: { offset?: number; append?: boolean } = {}): Promise<WriteHandle> {
+    return WriteHandle.open(this.scope, path, opts);
   }
 
   /**
    * stage starts a staged write of `path` (SFTP: WRITE at any offset, then commit on CLOSE):
-   * permission and parent are checked now, the bytes go to a temporary file under
-   * <data_dir>/staging, and commit() runs the same atomic commit as write().
+   * checked now like openWrite, the bytes go to a temporary file under <data_dir>/staging, and the
+   * commit goes through the same write handle. Without `truncate` it starts from the current
+   * content, which needs the read right.
    */
   async stage(path: string, opts: { truncate: boolean; signal?: AbortSignal }): Promise<StagedWrite> {
-    return StagedWrite.open(this, stagingDir(this.ctx.config.data_dir), path, opts);
+    const handle = await this.openWrite(path);
+    try {
+      const current =
+        !opts.truncate && (handle.existing?.size ?? 0) > 0
+          ? (await this.openRead(path, { record: false, ...(opts.signal ? { signal: opts.signal } : {}) }))
+              .stream
+          : null;
+      return await StagedWrite.open(handle, stagingDir(this.ctx.config.data_dir), current, opts.truncate);
+    } catch (err) {
+      await handle.abort();
+      throw err;
+    }
   }
 
   /**
@@ -344,124 +371,20 @@ export class FileSession {
    * bytes of the current content come first. On error or abort nothing changes.
    */
   async write(path: string, body: Readable, opts: WriteOptions = {}): Promise<Entry> {
-    const { site, existing } = await this.checkWritable(path);
-    const keep = opts.append ? (existing?.size ?? 0) : (opts.offset ?? 0);
-    if (keep < 0 || keep > (existing?.size ?? 0)) {
-      body.resume();
-      throw new GatewayError(
-        'bad-request/invalid-upload-offset',
-        `The offset ${keep} is beyond the file's ${existing?.size ?? 0} bytes`,
-      );
-    }
-    const sources: (() => Promise<Readable> | Readable)[] = [];
-    if (keep > 0)
-      sources.push(() => this.blobs.open(existing!.blob_id!, { range: { start: 0, end: keep - 1 } }));
-    sources.push(() => body);
-    return this.commitBlob(site, sources.length === 1 ? body : concat(sources), existing, opts);
-  }
-
-  /**
-   * commitBlob streams `source` into a new blob through the hasher and points the row at it in one
-   * unit of work. Shared by write() and the multi-step upload's end.
-   */
-  async commitBlob(
-    site: string,
-    source: Readable,
-    expectedOld: FileRow | null,
-    opts: { mtime?: Date; signal?: AbortSignal } = {},
-  ): Promise<Entry> {
-    const hasher = new Hasher();
-    // Listened to before the first await: a body that fails meanwhile must not be unhandled.
-    source.once('error', (err) => hasher.destroy(err));
-    const blob = await this.blobs.create().catch((err: unknown) => {
-      source.destroy();
-      throw err;
-    });
+    let handle: WriteHandle;
     try {
-      await this.store.put(blob.blobId, source.pipe(hasher), opts.signal ? { signal: opts.signal } : {});
-    } catch (err) {
-      source.destroy();
-      await this.blobs.discard(blob.blobId, blob);
-      if (opts.signal?.aborted)
-        throw new GatewayError(
-          'processing-failure/file-not-uploaded',
-          'The upload was aborted; the file is unchanged',
-        );
-      throw err;
-    }
-    const { md5, crc32 } = hasher.digest();
-    return this.commitRow(
-      site,
-      blob.blobId,
-      { size: hasher.bytes, md5, crc32 },
-      expectedOld,
-      opts.mtime,
-      blob,
-    );
-  }
-
-  /**
-   * commitRow points the row of `site` at a finished blob, taking away its pending mark when it is
-   * `pending` (blobs.ts create). If that fails the blob is garbage again: reclaimed unless another
-   * row refers to it (an upload part adopted as the file).
-   */
-  async commitRow(
-    site: string,
-    blobId: string,
-    facts: { size: number; md5: string | null; crc32: string | null },
-    _expectedOld: FileRow | null,
-    mtime?: Date,
-    pending?: NewBlob,
-  ): Promise<Entry> {
-    try {
-      return await this.ctx.db.work(async (em) => {
-        if (pending) await this.blobs.settle(em, pending);
-        // Checked again: the folder may have gone, or become something else, while bytes streamed.
-        await requireCapability(em, this.principal, 'write', site);
-        await requireFolder(
-          em,
-          parentOf(site),
-          'processing-failure/destination-parent-does-not-exist',
-          this.show,
-        );
-        const row = await getRow(em, site);
-        if (row?.type === 'directory')
-          throw new GatewayError(
-            'processing-failure/destination-exists',
-            `/${this.visible(site)} is a folder`,
-          );
-        const values = {
-          size: facts.size,
-          md5: facts.md5,
-          crc32: facts.crc32,
-          blob_id: blobId,
-          mtime: mtime ?? new Date(),
-        };
-        if (row) {
-          await em.update(FileEntity, { id: row.id }, values);
-          await markGarbage(em, [row.blob_id]);
-        } else {
-          await em.insert(FileEntity, {
-            path: site,
-            parent: parentOf(site),
-            name: site.slice(site.lastIndexOf('/') + 1),
-            type: 'file',
-            ...values,
-          });
-        }
-        await this.record(em, row ? 'update' : 'create', site, { size: values.size ?? undefined });
-        return toEntry(
-          {
-            ...(row ?? { id: 0, path: site, parent: parentOf(site), name: '', type: 'file' }),
-            ...values,
-          } as FileRow,
-          this.visible(site),
-        );
+      handle = await this.openWrite(path, {
+        ...(opts.offset !== undefined ? { offset: opts.offset } : {}),
+        ...(opts.append ? { append: true } : {}),
       });
     } catch (err) {
-      await this.blobs.discard(blobId, pending).catch(() => undefined);
+      body.resume();
       throw err;
     }
+    return handle.send(body, {
+      ...(opts.mtime ? { mtime: opts.mtime } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
   }
 }
 

@@ -1,19 +1,19 @@
 /**
  * Staged writes: an upload whose bytes arrive at arbitrary offsets, pipelined and out of order
  * (SFTP WRITE), cannot stream straight into a blob. It is kept in a local temporary file under
- * <data_dir>/staging until the client closes it, then streamed through the normal commit path
- * (hashing, new blob, one transaction), so readers never see a half-written file and an aborted
+ * <data_dir>/staging until the client closes it, then committed through its write handle
+ * (write.ts: new blob, one tree change), so readers never see a half-written file and an aborted
  * upload leaves the old content. Adapters see only writeAt/truncate/commit/abort.
  */
 import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
-import type { FileRow } from '../../db/entities.ts';
 import { GatewayError } from '../errors.ts';
 import type { Entry } from './namespace.ts';
-import type { FileSession } from './session.ts';
+import type { WriteHandle } from './write.ts';
 
 /**
  * STALE_STAGING_MS is how long a temporary file may go unmodified before the sweep deletes it. A
@@ -68,9 +68,7 @@ export class StagedWrite {
   private hashedUpTo = 0;
 
   private constructor(
-    private readonly session: FileSession,
-    private site: string,
-    private readonly existing: FileRow | null,
+    private readonly handle: WriteHandle,
     private readonly file: string,
     private readonly fh: FileHandle,
     /** the current size of the staged content */
@@ -78,39 +76,33 @@ export class StagedWrite {
   ) {}
 
   /**
-   * open checks that `path` may be written, then starts a staged write in `dir`: empty with
-   * `truncate` (or for a new file), else holding the current content so writes can patch it
+   * open starts a staged write in `dir` for an open write handle: empty, or holding `current` (the
+   * file's content, when the client opened it without truncating) so writes can patch it
    * (OpenSSH `reput`, WRITE without TRUNC).
    */
   static async open(
-    session: FileSession,
+    handle: WriteHandle,
     dir: string,
-    filePath: string,
-    opts: { truncate: boolean; signal?: AbortSignal },
+    current: Readable | null,
+    truncate: boolean,
   ): Promise<StagedWrite> {
-    const { site, existing } = await session.checkWritable(filePath);
     await mkdir(dir, { recursive: true });
     const file = path.join(dir, `${randomUUID()}.part`);
     const fh = await open(file, 'w+', 0o600);
-    const staged = new StagedWrite(session, site, existing, file, fh, 0);
+    const staged = new StagedWrite(handle, file, fh, 0);
     try {
-      if (!opts.truncate && existing && (existing.size ?? 0) > 0) {
-        const current = await session.openRead(filePath, {
-          record: false,
-          ...(opts.signal ? { signal: opts.signal } : {}),
-        });
-        // Chunk by chunk rather than through fh.createWriteStream: a stream on a FileHandle
-        // keeps a reference that makes fh.close() wait forever unless the stream closes it.
-        for await (const chunk of current.stream as AsyncIterable<Buffer>)
-          await staged.writeAt(staged.size, chunk);
-      }
+      // Chunk by chunk rather than through fh.createWriteStream: a stream on a FileHandle
+      // keeps a reference that makes fh.close() wait forever unless the stream closes it.
+      if (current)
+        for await (const chunk of current as AsyncIterable<Buffer>) await staged.writeAt(staged.size, chunk);
     } catch (err) {
+      current?.destroy();
       await staged.abort();
       throw err;
     }
     // A new file, or a truncated one, exists from the moment it is opened (as on a disk), but
     // only as an empty commit at close: nothing is written to the namespace before then.
-    staged.dirty = opts.truncate || !existing;
+    staged.dirty = truncate || !handle.existing;
     return staged;
   }
 
@@ -158,8 +150,7 @@ export class StagedWrite {
    */
   async retarget(filePath: string): Promise<void> {
     this.live();
-    const { site } = await this.session.checkWritable(filePath);
-    this.site = site;
+    await this.handle.retarget(filePath);
   }
 
   /** isOpen tells whether the write still takes bytes (neither committed nor aborted). */
@@ -169,7 +160,7 @@ export class StagedWrite {
 
   /** isNew tells whether the file did not exist when this write was opened. */
   get isNew(): boolean {
-    return this.existing === null;
+    return this.handle.existing === null;
   }
 
   /** truncate sets the content's size (SFTP SETSTAT size; `scp` truncates after writing). */
@@ -211,29 +202,21 @@ export class StagedWrite {
     this.done = true;
     try {
       await this.fh.close();
-      const store = this.session.blobStore;
-      if (this.md5 && this.hashedUpTo === this.size && store.adopt) {
-        // Written in order: the hashes are known and the staged file itself becomes the blob.
-        const blob = await this.session.blobs.create();
-        let size: number;
-        try {
-          ({ size } = await store.adopt(blob.blobId, this.file));
-        } catch (err) {
-          await this.session.blobs.discard(blob.blobId, blob);
-          throw err;
-        }
-        const facts = {
-          size,
+      const mtime = this.mtime ? { mtime: this.mtime } : {};
+      // Written in order: the hashes are known and the staged file itself can become the blob.
+      const adopted =
+        this.md5 &&
+        this.hashedUpTo === this.size &&
+        (await this.handle.putFile(this.file, {
           md5: this.md5.digest('hex'),
           crc32: (this.crc >>> 0).toString(16).padStart(8, '0'),
-        };
-        return await this.session.commitRow(this.site, blob.blobId, facts, this.existing, this.mtime, blob);
-      }
-      const body = createReadStream(this.file);
-      return await this.session.commitBlob(this.site, body, this.existing, {
-        ...(this.mtime ? { mtime: this.mtime } : {}),
-        ...(opts.signal ? { signal: opts.signal } : {}),
-      });
+        }));
+      if (!adopted)
+        await this.handle.put(createReadStream(this.file), opts.signal ? { signal: opts.signal } : {});
+      return await this.handle.commit(mtime);
+    } catch (err) {
+      await this.handle.abort();
+      throw err;
     } finally {
       await rm(this.file, { force: true });
     }
@@ -245,6 +228,7 @@ export class StagedWrite {
     this.done = true;
     await this.fh.close().catch(() => undefined);
     await rm(this.file, { force: true });
+    await this.handle.abort();
   }
 
   private live(): void {

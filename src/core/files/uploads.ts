@@ -10,7 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { In, LessThan } from 'typeorm';
+import { In, LessThan, type EntityManager } from 'typeorm';
 import {
   UploadEntity,
   UploadPartEntity,
@@ -32,6 +32,8 @@ export const MIN_PART = 5 * 1024 * 1024;
 export const MAX_PART = 5 * 1024 ** 3;
 export const MAX_PARTS = 10_000;
 export const MAX_FILE = 5 * 1024 ** 4;
+/** RECEIVING is the size of a part whose bytes are still arriving, or stopped arriving (a failed send). */
+const RECEIVING = -1;
 /** RECOMMENDED_PART is the part size the Upload object suggests: large enough for speed, small enough to retry. */
 export const RECOMMENDED_PART = 64 * 1024 * 1024;
 // An upload not finished within a day is abandoned and its parts collected.
@@ -74,7 +76,9 @@ export class Uploads {
 
   /** start opens an upload of `path`; `restart` keeps that many bytes of the current content. */
   async start(session: FileSession, path: string, restart?: number): Promise<Upload> {
-    const { site, existing } = await session.checkWritable(path);
+    const handle = await session.openWrite(path);
+    const { site, existing } = handle;
+    await handle.abort(); // only its checks were wanted: the end opens its own
     const keep = restart ?? 0;
     if (!Number.isInteger(keep) || keep < 0 || keep > (existing?.size ?? 0)) {
       throw new GatewayError(
@@ -216,37 +220,56 @@ export class Uploads {
     body.once('error', (err) => hasher.destroy(err));
     const blob = await this.blobs.create();
     const blobId = blob.blobId;
-    try {
-      await this.store.put(blobId, body.pipe(hasher), signal ? { signal } : {});
-    } catch (err) {
-      await this.blobs.discard(blobId, blob);
-      throw err;
-    }
-    if (hasher.bytes !== length) {
-      await this.blobs.discard(blobId, blob);
-      throw new GatewayError(
-        'bad-request/invalid-body',
-        `Received ${hasher.bytes} bytes, Content-Length said ${length}`,
-      );
-    }
-    const { md5, crc32 } = hasher.digest();
+    // The part is recorded as begun (size RECEIVING) before its bytes: if they never all arrive (a
+    // cut connection, a full disk, a crash), `end` refuses with file-not-uploaded until the part is
+    // sent again, instead of committing the file without it (issue 11). The old part it replaces
+    // is given up now: it is being replaced whatever happens.
     try {
       await this.ctx.db.work(async (em) => {
         if (!(await em.existsBy(UploadEntity, { ref: claims.ref })))
           throw new GatewayError('not-found/file-upload-not-found', 'This upload no longer exists');
-        const old = await em.findOneBy(UploadPartEntity, { ref: claims.ref, part_number: claims.n });
-        if (old) {
-          await em.delete(UploadPartEntity, { ref: claims.ref, part_number: claims.n });
-          await markGarbage(em, [old.blob_id]);
-        }
+        await this.dropPart(em, claims.ref, claims.n);
         await em.insert(UploadPartEntity, {
           ref: claims.ref,
           part_number: claims.n,
           blob_id: blobId,
-          size: hasher.bytes,
-          md5,
-          crc32,
+          size: RECEIVING,
+          md5: '',
+          crc32: '',
         });
+      });
+    } catch (err) {
+      body.resume();
+      await this.blobs.discard(blobId, blob).catch(() => undefined);
+      throw err;
+    }
+    let failure: unknown = null;
+    try {
+      await this.store.put(blobId, body.pipe(hasher), signal ? { signal } : {});
+      if (hasher.bytes !== length)
+        failure = new GatewayError(
+          'bad-request/invalid-body',
+          `Received ${hasher.bytes} bytes, Content-Length said ${length}`,
+        );
+    } catch (err) {
+      failure = err;
+    }
+    if (failure) {
+      // The begun mark stays (end must refuse); the bytes go.
+      await this.blobs.discard(blobId, blob);
+      throw failure;
+    }
+    const { md5, crc32 } = hasher.digest();
+    try {
+      await this.ctx.db.work(async (em) => {
+        const r = await em.update(
+          UploadPartEntity,
+          { ref: claims.ref, part_number: claims.n, blob_id: blobId },
+          { size: hasher.bytes, md5, crc32 },
+        );
+        // The upload ended or expired meanwhile, or the same part was sent again and won.
+        if (!r.affected)
+          throw new GatewayError('not-found/file-upload-not-found', 'This upload no longer exists');
         await this.blobs.settle(em, blob);
       });
     } catch (err) {
@@ -256,62 +279,100 @@ export class Uploads {
     return { etag: md5, size: hasher.bytes };
   }
 
+  /** dropPart removes part `n` of upload `ref`, if any; its blob becomes garbage. */
+  private async dropPart(em: EntityManager, ref: string, n: number): Promise<void> {
+    const old = await em.findOneBy(UploadPartEntity, { ref, part_number: n });
+    if (!old) return;
+    await em.delete(UploadPartEntity, { ref, part_number: n });
+    await markGarbage(em, [old.blob_id]);
+  }
+
   /** end joins the kept bytes and the parts into the file and commits it (SPEC `action=end`). */
   async end(session: FileSession, path: string, ref: string): Promise<Entry> {
     const row = await this.find(session, ref, path);
-    const { existing } = await session.checkWritable(path);
-    let entry: Entry;
-    if (row.store_upload_id && isMultipartStore(this.store)) {
-      const parts = await this.store.listParts(row.blob_id, row.store_upload_id);
-      this.checkParts(
-        row,
-        parts.filter((p) => p.partNumber > row.reserved_parts),
-      );
-      if (parts.length === 0) {
-        // S3 cannot complete a multipart upload without parts: nothing was sent, the file is empty.
-        await this.store.abortUpload(row.blob_id, row.store_upload_id);
-        entry = await session.commitBlob(row.path, Readable.from([]), existing);
-      } else {
-        const { size } = await this.store.complete(row.blob_id, row.store_upload_id, parts);
-        // Object storage assembled the bytes without us reading them: no md5/crc32 (SPEC allows null).
-        entry = await session.commitRow(row.path, row.blob_id, { size, md5: null, crc32: null }, existing);
+    // The file's checks (rights, locks, parent) again now; the commit repeats them in its tree change.
+    const handle = await session.openWrite(path);
+    // The upload goes in the commit's own unit of work: a file gets one commit per upload, and of
+    // two ends at once the second finds no upload and changes nothing.
+    const ended = async (em: EntityManager, garbage: (string | null)[]) => {
+      const r = await em.delete(UploadEntity, { ref: row.ref });
+      if (!r.affected)
+        throw new GatewayError('not-found/file-upload-not-found', 'This upload has already ended');
+      // The kept blob was spared by garbage collection while this upload referred to it; the
+      // parts' blobs go too, but for one adopted as the file (its row now refers to it).
+      await markGarbage(em, [row.restart_blob_id, ...garbage]);
+    };
+    try {
+      if (row.store_upload_id && isMultipartStore(this.store)) {
+        const parts = await this.store.listParts(row.blob_id, row.store_upload_id);
+        this.checkParts(
+          row,
+          parts.filter((p) => p.partNumber > row.reserved_parts),
+        );
+        if (parts.length === 0) {
+          // S3 cannot complete a multipart upload without parts: nothing was sent, the file is empty.
+          await handle.put(Readable.from([]));
+        } else {
+          const { size } = await this.store.complete(row.blob_id, row.store_upload_id, parts);
+          // The completed object is the upload's blob (the upload row keeps it from the collector
+          // until the commit): adopted, so a failed commit leaves it for a retried end.
+          await this.ctx.db.work((em) =>
+            em.update(UploadEntity, { ref: row.ref }, { store_upload_id: null }),
+          );
+          // Object storage assembled the bytes without us reading them: no md5/crc32 (SPEC allows null).
+          await handle.adopt(row.blob_id, { size, md5: null, crc32: null });
+        }
+        return await handle.commit({ within: (em) => ended(em, []) });
       }
-      await this.ctx.db.work(async (em) => {
-        await em.delete(UploadEntity, { ref: row.ref });
-        // The kept blob was spared by garbage collection while this upload referred to it.
-        await markGarbage(em, [row.restart_blob_id]);
-      });
-    } else {
+      if (row.store_upload_id === null && isMultipartStore(this.store)) {
+        // Completed by an earlier end whose commit failed: the object is there, adopt it again.
+        const size = await this.store.size(row.blob_id);
+        if (size === null)
+          throw new GatewayError(
+            'processing-failure/file-not-uploaded',
+            'The upload was lost; start it again',
+          );
+        await handle.adopt(row.blob_id, { size, md5: null, crc32: null });
+        return await handle.commit({ within: (em) => ended(em, []) });
+      }
       const parts = await this.ctx.db.read((em) =>
         em.find(UploadPartEntity, { where: { ref: row.ref }, order: { part_number: 'ASC' } }),
       );
+      const unfinished = parts.find((p) => p.size === RECEIVING);
+      if (unfinished)
+        throw new GatewayError(
+          'processing-failure/file-not-uploaded',
+          `Part ${unfinished.part_number - row.reserved_parts} was not received completely; send it again, then end the upload`,
+        );
       this.checkParts(
         row,
         parts.map((p) => ({ partNumber: p.part_number, size: p.size, etag: p.md5 })),
       );
-      const sources: (() => Promise<Readable>)[] = [];
-      if (row.restart > 0)
-        sources.push(() =>
-          this.store.get(row.restart_blob_id!, { range: { start: 0, end: row.restart - 1 } }),
-        );
-      for (const part of parts) sources.push(() => this.store.get(part.blob_id));
       const only = parts.length === 1 && row.restart === 0 ? parts[0]! : null;
-      entry = only
-        ? // One part is already the whole file, hashed as it arrived: it becomes the file's blob
-          // without a second copy.
-          await session.commitRow(
-            row.path,
-            only.blob_id,
-            { size: only.size, md5: only.md5, crc32: only.crc32 },
-            existing,
-          )
-        : await session.commitBlob(row.path, concat(sources), existing);
-      await this.ctx.db.work(async (em) => {
-        await em.delete(UploadEntity, { ref: row.ref });
-        await markGarbage(em, [row.restart_blob_id, ...parts.map((p: UploadPartRow) => p.blob_id)]);
+      if (only) {
+        // One part is already the whole file, hashed as it arrived: it becomes the file's blob
+        // without a second copy. The part row owns it until the commit, so a failed commit keeps it.
+        await handle.adopt(only.blob_id, { size: only.size, md5: only.md5, crc32: only.crc32 });
+      } else {
+        const sources: (() => Promise<Readable>)[] = [];
+        if (row.restart > 0)
+          sources.push(() =>
+            this.blobs.open(row.restart_blob_id!, { range: { start: 0, end: row.restart - 1 } }),
+          );
+        for (const part of parts) sources.push(() => this.blobs.open(part.blob_id));
+        await handle.put(concat(sources));
+      }
+      return await handle.commit({
+        within: (em) =>
+          ended(
+            em,
+            parts.map((p: UploadPartRow) => p.blob_id),
+          ),
       });
+    } catch (err) {
+      await handle.abort();
+      throw err;
     }
-    return entry;
   }
 
   private checkParts(row: UploadRow, parts: UploadedPart[]): void {

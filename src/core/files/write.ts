@@ -1,0 +1,299 @@
+/**
+ * The one write pipeline (issue 11, STYLE.md §10): every upload on every front end — FTP STOR and
+ * APPE, SFTP's staged writes, WebDAV PUT, the REST multi-step upload's end — is a WriteHandle:
+ *
+ *   open    rights, WebDAV locks, the parent folder and "not a folder", checked once, before a byte
+ *   put     stream the bytes into a new blob the handle owns (md5 and crc32 on the way), or
+ *   adopt   take a finished blob another record owns (an upload part, a completed S3 upload)
+ *   commit  one tree change (tree.ts) that checks again, points the row at the blob, marks the old
+ *           blob garbage and records the Action
+ *   abort   give up: the owned blob becomes garbage, the file keeps its old content
+ *
+ * This is the only code that inserts or updates a file row's content, and a handle gives up only a
+ * blob it owns: an adopted blob stays with its owner whatever happens, so a failed commit can be
+ * retried (issue 11: a retried `end` must never name a deleted blob).
+ */
+import type { Readable } from 'node:stream';
+import type { EntityManager } from 'typeorm';
+import { FileEntity, type FileRow } from '../../db/entities.ts';
+import { requireCapability } from '../access/rights.ts';
+import { recordAction } from '../actions/record.ts';
+import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import { baseName, parentOf } from '../paths.ts';
+import type { Principal } from '../principal.ts';
+import type { BlobStore } from './blobstore.ts';
+import { markGarbage, type Blobs, type NewBlob } from './blobs.ts';
+import { requireUnlocked } from './locks.ts';
+import { getRow, requireFolder, toEntry, type Entry } from './namespace.ts';
+import { changeTree } from './tree.ts';
+import { concat, Hasher } from './transfers.ts';
+
+/** WriteScope is what a handle needs of the session that opened it. */
+export interface WriteScope {
+  readonly ctx: CoreContext;
+  readonly store: BlobStore;
+  readonly blobs: Blobs;
+  readonly principal: Principal;
+  /** WebDAV lock tokens the request submitted (none on the other front ends) */
+  readonly lockTokens: ReadonlySet<string>;
+  /** the site folder the session sees as `/` ('' for the site root) */
+  readonly root: string;
+  /** site maps a client path to the site path */
+  site(path: string): string;
+  /** visible maps a site path back to the client's view */
+  visible(site: string): string;
+}
+
+/** BlobFacts describe a finished blob's content. */
+export interface BlobFacts {
+  size: number;
+  md5: string | null;
+  crc32: string | null;
+}
+
+/** SendOptions shape a whole-stream upload (FTP, WebDAV). */
+export interface SendOptions {
+  /** the client's modification time for the file, if it sent one */
+  mtime?: Date;
+  /** aborting discards the upload and keeps the old content */
+  signal?: AbortSignal;
+}
+
+/** WriteHandle is one upload of one file, from its checks to its commit or abort. */
+export class WriteHandle {
+  private owned: NewBlob | null = null;
+  private content: (BlobFacts & { blobId: string }) | null = null;
+  private done = false;
+
+  private constructor(
+    private readonly scope: WriteScope,
+    private target: string,
+    /** the row at the path when the handle was opened (null for a new file) */
+    readonly existing: FileRow | null,
+    /** bytes of the current content kept before the body (FTP REST+STOR, APPE) */
+    private readonly keep: number,
+  ) {}
+
+  /**
+   * open checks that `path` may be written: the write right, no WebDAV lock without its token, the
+   * parent is a folder, the path is not a folder. `offset` keeps that many bytes of the current
+   * content before the body, `append` all of it.
+   */
+  static async open(
+    scope: WriteScope,
+    path: string,
+    opts: { offset?: number; append?: boolean } = {},
+  ): Promise<WriteHandle> {
+    const site = scope.site(path);
+    const existing = await scope.ctx.db.read((em) => WriteHandle.check(scope, em, site));
+    const size = existing?.size ?? 0;
+    const keep = opts.append ? size : (opts.offset ?? 0);
+    if (!Number.isInteger(keep) || keep < 0 || keep > size)
+      throw new GatewayError(
+        'bad-request/invalid-upload-offset',
+        `The offset ${keep} is beyond the file's ${size} bytes`,
+      );
+    return new WriteHandle(scope, site, existing, keep);
+  }
+
+  /** check runs open's checks of `site` in a unit of work and returns the row there. */
+  private static async check(scope: WriteScope, em: EntityManager, site: string): Promise<FileRow | null> {
+    const show = (s: string) => scope.visible(s);
+    if (site === scope.root)
+      throw new GatewayError('bad-request/invalid-path', 'The root folder is not a file');
+    await requireCapability(em, scope.principal, 'write', site);
+    await requireUnlocked(em, scope.principal, scope.lockTokens, site, { show });
+    await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist', show);
+    const row = await getRow(em, site);
+    if (row?.type === 'directory')
+      throw new GatewayError('processing-failure/destination-exists', `/${show(site)} is a folder`);
+    return row;
+  }
+
+  /** site is the site path the commit will write. */
+  get site(): string {
+    return this.target;
+  }
+
+  /** isOpen tells whether the handle may still be committed. */
+  get isOpen(): boolean {
+    return !this.done;
+  }
+
+  /**
+   * retarget makes the commit write `path` instead (an open SFTP file renamed, as on a disk), after
+   * open's checks for it.
+   */
+  async retarget(path: string): Promise<void> {
+    this.live();
+    const site = this.scope.site(path);
+    await this.scope.ctx.db.read((em) => WriteHandle.check(this.scope, em, site));
+    this.target = site;
+  }
+
+  /**
+   * put streams `source` into a new blob the handle owns, hashing it. On failure or abort the blob
+   * is given up and the error thrown (an abort is `file-not-uploaded`); the handle stays open.
+   */
+  async put(source: Readable, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    this.live();
+    const hasher = new Hasher();
+    // Listened to before the first await: a body that fails meanwhile must not be unhandled.
+    source.once('error', (err) => hasher.destroy(err));
+    const blob = await this.scope.blobs.create().catch((err: unknown) => {
+      source.destroy();
+      throw err;
+    });
+    try {
+      await this.scope.store.put(
+        blob.blobId,
+        source.pipe(hasher),
+        opts.signal ? { signal: opts.signal } : {},
+      );
+    } catch (err) {
+      source.destroy();
+      await this.scope.blobs.discard(blob.blobId, blob);
+      if (opts.signal?.aborted)
+        throw new GatewayError(
+          'processing-failure/file-not-uploaded',
+          'The upload was aborted; the file is unchanged',
+        );
+      throw err;
+    }
+    await this.release();
+    this.owned = blob;
+    this.content = { blobId: blob.blobId, size: hasher.bytes, ...hasher.digest() };
+  }
+
+  /** putFile makes the local file `file`, whose facts are known, the handle's new blob (store.adopt). */
+  async putFile(file: string, facts: Omit<BlobFacts, 'size'>): Promise<boolean> {
+    this.live();
+    const adopt = this.scope.store.adopt?.bind(this.scope.store);
+    if (!adopt) return false;
+    const blob = await this.scope.blobs.create();
+    let size: number;
+    try {
+      ({ size } = await adopt(blob.blobId, file));
+    } catch (err) {
+      await this.scope.blobs.discard(blob.blobId, blob);
+      throw err;
+    }
+    await this.release();
+    this.owned = blob;
+    this.content = { blobId: blob.blobId, size, ...facts };
+    return true;
+  }
+
+  /** adopt takes a finished blob that another record owns and keeps (the handle never gives it up). */
+  async adopt(blobId: string, facts: BlobFacts): Promise<void> {
+    this.live();
+    await this.release();
+    this.content = { blobId, ...facts };
+  }
+
+  /**
+   * send is put (after the kept bytes of the current content) and commit in one call: the whole
+   * upload of a stream (FTP STOR/APPE, WebDAV PUT). On error nothing changes.
+   */
+  async send(body: Readable, opts: SendOptions = {}): Promise<Entry> {
+    const keep = this.keep;
+    const old = this.existing;
+    const source =
+      keep > 0
+        ? concat([
+            () => this.scope.blobs.open(old!.blob_id!, { range: { start: 0, end: keep - 1 } }),
+            () => body,
+          ])
+        : body;
+    try {
+      await this.put(source, opts.signal ? { signal: opts.signal } : {});
+      return await this.commit(opts.mtime ? { mtime: opts.mtime } : {});
+    } catch (err) {
+      body.resume();
+      await this.abort();
+      throw err;
+    }
+  }
+
+  /**
+   * commit points the row at the handle's content in one tree change: the checks of open again
+   * (the folder may have gone, moved or been locked while bytes streamed), then the row, the old
+   * blob marked garbage, `within` (the caller's own rows, such as the upload it ends) and the
+   * `create` or `update` Action. On failure the owned blob is given up and nothing changes.
+   */
+  async commit(opts: { mtime?: Date; within?: (em: EntityManager) => Promise<void> } = {}): Promise<Entry> {
+    this.live();
+    const content = this.content;
+    if (!content) throw new Error('WriteHandle.commit before put or adopt');
+    this.done = true;
+    const site = this.target;
+    const owned = this.owned;
+    const { scope } = this;
+    try {
+      return await changeTree(scope.ctx, { changes: [site] }, async (em) => {
+        if (owned) await scope.blobs.settle(em, owned);
+        const row = await WriteHandle.check(scope, em, site);
+        const values = {
+          size: content.size,
+          md5: content.md5,
+          crc32: content.crc32,
+          blob_id: content.blobId,
+          mtime: opts.mtime ?? new Date(),
+        };
+        if (row) {
+          await em.update(FileEntity, { id: row.id }, values);
+          if (row.blob_id !== content.blobId) await markGarbage(em, [row.blob_id]);
+        } else {
+          await em.insert(FileEntity, {
+            path: site,
+            parent: parentOf(site),
+            name: baseName(site),
+            type: 'file',
+            ...values,
+          });
+        }
+        await opts.within?.(em);
+        await recordAction(em, scope.principal, {
+          action: row ? 'update' : 'create',
+          path: site,
+          size: values.size,
+        });
+        return toEntry(
+          {
+            id: row?.id ?? 0,
+            path: site,
+            parent: parentOf(site),
+            name: baseName(site),
+            type: 'file',
+            ...values,
+          },
+          scope.visible(site),
+        );
+      });
+    } catch (err) {
+      this.owned = null;
+      if (owned) await scope.blobs.discard(owned.blobId, owned).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** abort gives up the handle: its own blob, if any, becomes garbage. Safe to call twice. */
+  async abort(): Promise<void> {
+    this.done = true;
+    await this.release();
+  }
+
+  /** release gives up the owned blob (before a new put, or on abort). */
+  private async release(): Promise<void> {
+    const owned = this.owned;
+    this.owned = null;
+    this.content = null;
+    if (owned) await this.scope.blobs.discard(owned.blobId, owned);
+  }
+
+  private live(): void {
+    if (this.done)
+      throw new GatewayError('processing-failure/file-not-uploaded', 'This upload is already closed');
+  }
+}
