@@ -546,6 +546,22 @@ class DavClient implements Client {
     };
   }
 
+  /** lock takes an exclusive write lock (WebDAV LOCK, 10 minutes) and returns its token. */
+  async lock(file: string): Promise<{ token: string | null; raw: string }> {
+    const headers = this.s.scratch('headers');
+    const body =
+      '<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope>' +
+      '<D:locktype><D:write/></D:locktype><D:owner><D:href>scenarios</D:href></D:owner></D:lockinfo>';
+    const r = await this.curl('LOCK', file, ['-D', headers, '-H', 'Timeout: Second-600', '--data-binary', body]);
+    const token = existsSync(headers) ? /^lock-token:\s*<([^>]+)>/im.exec(readFileSync(headers, 'utf8'))?.[1] : undefined;
+    return { token: r.outcome === 'ok' ? (token ?? null) : null, raw: r.raw };
+  }
+
+  /** unlock releases a lock by its token. */
+  async unlock(file: string, token: string): Promise<Result> {
+    return result(...outcomeOf(await this.curl('UNLOCK', file, ['-H', `Lock-Token: <${token}>`])));
+  }
+
   private ifHeader(): string[] {
     return this.opts.lockToken ? ['-H', `If: (<${this.opts.lockToken}>)`] : [];
   }
