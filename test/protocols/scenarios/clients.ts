@@ -219,10 +219,10 @@ class RestClient implements Client {
   }
 
   /** call sends one request in the session, logging in first; a refused login is the answer. */
-  private async call(method: string, rest: string, body?: unknown): Promise<Response | Result> {
+  private async call(method: string, rest: string, body?: unknown): Promise<Response | Result<never>> {
     if (!this.session) {
       const l = await this.login();
-      if (l.outcome !== 'ok') return l;
+      if (l.outcome !== 'ok') return { outcome: l.outcome, raw: l.raw };
     }
     return this.fx.gw.request(method, `${API}${rest}`, {
       headers: { 'X-SvcAPI-Auth': this.session! },
@@ -254,12 +254,14 @@ class RestClient implements Client {
     const url = this.fx.files(this.site(file));
     const start = await this.call('POST', url, { action: 'put' });
     if ('outcome' in start) return start;
-    if (start.status !== 200) return result(httpOutcome(start.status, start.text), `${start.status} ${start.text}`);
+    if (start.status !== 200)
+      return result(httpOutcome(start.status, start.text), `${start.status} ${start.text}`);
     const upload = start.json as UploadObject;
     const { method, headers } = this.fx.partRequest(upload, Buffer.from(data));
     const part = await this.fx.transfer(upload.upload_uri, { method, headers, body: Buffer.from(data) });
     const partText = part.body.toString();
-    if (part.status !== 200) return result(httpOutcome(part.status, partText), `part: ${part.status} ${partText}`);
+    if (part.status !== 200)
+      return result(httpOutcome(part.status, partText), `part: ${part.status} ${partText}`);
     return this.simple('POST', url, { action: 'end', ref: upload.ref });
   }
 
@@ -270,7 +272,11 @@ class RestClient implements Client {
     if (r.status !== 200) return result(httpOutcome(r.status, r.text), `${r.status} ${r.text}`);
     const got = await this.fx.transfer(r.json.download_uri as string);
     const body = got.body.toString();
-    return result(httpOutcome(got.status, body), `download_uri: ${got.status}`, got.status === 200 ? body : undefined);
+    return result(
+      httpOutcome(got.status, body),
+      `download_uri: ${got.status}`,
+      got.status === 200 ? body : undefined,
+    );
   }
 
   mkdir(dir: string): Promise<Result> {
@@ -416,7 +422,10 @@ class SftpClient implements Client {
    * batch runs one command. OpenSSH's ls and get glob the path first and print any refused stat
    * as `not found`: when the path does exist (asked with the site-wide key), the server refused it.
    */
-  private async batch(command: string, globbed?: string): Promise<{ outcome: Outcome; raw: string; stdout: string }> {
+  private async batch(
+    command: string,
+    globbed?: string,
+  ): Promise<{ outcome: Outcome; raw: string; stdout: string }> {
     const r = await this.run(command);
     if (
       globbed !== undefined &&
@@ -552,8 +561,17 @@ class DavClient implements Client {
     const body =
       '<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope>' +
       '<D:locktype><D:write/></D:locktype><D:owner><D:href>scenarios</D:href></D:owner></D:lockinfo>';
-    const r = await this.curl('LOCK', file, ['-D', headers, '-H', 'Timeout: Second-600', '--data-binary', body]);
-    const token = existsSync(headers) ? /^lock-token:\s*<([^>]+)>/im.exec(readFileSync(headers, 'utf8'))?.[1] : undefined;
+    const r = await this.curl('LOCK', file, [
+      '-D',
+      headers,
+      '-H',
+      'Timeout: Second-600',
+      '--data-binary',
+      body,
+    ]);
+    const token = existsSync(headers)
+      ? /^lock-token:\s*<([^>]+)>/im.exec(readFileSync(headers, 'utf8'))?.[1]
+      : undefined;
     return { token: r.outcome === 'ok' ? (token ?? null) : null, raw: r.raw };
   }
 

@@ -8,7 +8,15 @@
 import { expect } from 'chai';
 import { dbKind } from '../../helpers/gateway.ts';
 import { rawSftp, str, u32, u64 } from '../sftp/clients.ts';
-import { davClient, PROTOCOLS, Scenario, type Account, type Outcome, type Protocol, type Result } from './clients.ts';
+import {
+  davClient,
+  PROTOCOLS,
+  Scenario,
+  type Account,
+  type Outcome,
+  type Protocol,
+  type Result,
+} from './clients.ts';
 
 /**
  * LOCKED is how each protocol must say "locked": the outcome the user sees, and the raw reply.
@@ -81,7 +89,9 @@ describe(`scenario: a WebDAV lock binds every front end (${dbKind})`, function (
         delete: await c.remove('doc.txt'),
         move: await c.move('doc.txt', 'moved.txt'),
       };
-      const raws = Object.entries(attempts).map(([k, r]) => `${k}: ${r.raw}`).join('\n');
+      const raws = Object.entries(attempts)
+        .map(([k, r]) => `${k}: ${r.raw}`)
+        .join('\n');
       const [outcome, reply] = LOCKED[protocol];
       const seen = Object.fromEntries(
         Object.entries(attempts).map(([k, r]) => [k, r.outcome === outcome && reply.test(r.raw)]),
@@ -94,7 +104,10 @@ describe(`scenario: a WebDAV lock binds every front end (${dbKind})`, function (
       if (protocol === 'sftp') {
         const statuses = await sftpStatuses(s, account);
         const named = Object.fromEntries(
-          Object.entries(statuses).map(([k, [code, message]]) => [k, code === SSH_FX_FAILURE && /lock/i.test(message)]),
+          Object.entries(statuses).map(([k, [code, message]]) => [
+            k,
+            code === SSH_FX_FAILURE && /lock/i.test(message),
+          ]),
         );
         expect(named, `FAILURE naming the lock? ${JSON.stringify(statuses)}`).to.deep.equal({
           write: true,

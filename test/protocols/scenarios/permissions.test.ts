@@ -11,7 +11,16 @@ import { PROTOCOLS, Scenario, type Client, type Outcome } from './clients.ts';
 
 /** Operation is one thing a user tries, and the Action it records when it works. */
 type Operation = 'list' | 'stat' | 'download' | 'upload' | 'mkdir' | 'move' | 'copy' | 'delete';
-const OPERATIONS: readonly Operation[] = ['list', 'stat', 'download', 'upload', 'mkdir', 'move', 'copy', 'delete'];
+const OPERATIONS: readonly Operation[] = [
+  'list',
+  'stat',
+  'download',
+  'upload',
+  'mkdir',
+  'move',
+  'copy',
+  'delete',
+];
 
 // DESIGN.md "Permissions": full everything; readonly list, stat, download; writeonly upload and
 // create folders; previewonly list and stat; admin is full plus exports; site admins pass every
@@ -80,7 +89,8 @@ describe(`scenario: the permission matrix from every front end (${dbKind})`, fun
             level === 'site admin'
               ? await s.account(null, { site_admin: true })
               : await s.account(level === 'none' ? null : level);
-          for (const name of ['file.txt', 'mover.txt', 'victim.txt']) await s.put(`${account.root}/${name}`, 'data');
+          for (const name of ['file.txt', 'mover.txt', 'victim.txt'])
+            await s.put(`${account.root}/${name}`, 'data');
           const c = s.client(protocol, account);
 
           const seen: Record<string, Outcome> = {};
