@@ -12,8 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { FindOptionsWhere } from 'typeorm';
 import type { ActionRow } from '../../../src/db/entities.ts';
-import { run as runProgram } from '../ftp/clients.ts';
-import { lftp } from '../ftp/clients.ts';
+import { lftp, run as runProgram } from '../ftp/clients.ts';
 import { API, keyAuth, unique } from '../rest/client.ts';
 import { enc, FilesFixture, type UploadObject } from '../rest/files-fixture.ts';
 import { sftpBatch } from '../sftp/clients.ts';
@@ -310,7 +309,7 @@ function ftpOutcome(code: number, stderr: string): Outcome {
   return 'failed';
 }
 
-/** lftpQuote quotes a path for an lftp script. */
+/** q makes a user path absolute and quotes it for an lftp script or an sftp batch line. */
 const q = (p: string) => `"/${p.replace(/(["\\])/g, '\\$1')}"`;
 
 /** FtpClient runs one lftp session (plain FTP) per operation, as a user's script would. */
