@@ -1,15 +1,15 @@
 /**
  * The FTP front end driven by real clients (lftp, curl): plain, explicit and implicit TLS, big and
- * resumed transfers, listings, MFMT, awkward names, the permission matrix and the login gate, all
- * as seen from the wire, with the Actions the core recorded.
+ * resumed transfers, listings, MFMT, awkward names and the jail, as seen from the wire. The
+ * permission matrix, the login gate, locks and the Actions of a file's lifecycle are the
+ * cross-protocol scenarios' (test/protocols/scenarios/), run by lftp there too.
  */
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { operatorPrincipal } from '../../../src/core/index.ts';
-import { ActionEntity } from '../../../src/db/entities.ts';
 import { dbKind, type TestGateway } from '../../helpers/gateway.ts';
 import {
   createFtpUser,
@@ -32,10 +32,6 @@ describe(`FTP with real clients (${dbKind})`, function () {
     gw = await startFtpGateway();
     dir = mkdtempSync(path.join(os.tmpdir(), 'svc-ftp-'));
     await createFtpUser(gw.core, 'alice');
-    for (const level of ['readonly', 'writeonly', 'previewonly'] as const) {
-      await createFtpUser(gw.core, level, { root: 'shared', permission: level });
-    }
-    await writeSiteFile(gw.core, 'shared/report.txt', 'quarterly numbers\n');
   });
   after(async () => {
     await gw?.stop();
@@ -175,56 +171,6 @@ describe(`FTP with real clients (${dbKind})`, function () {
     }
   });
 
-  it('enforces the permission matrix (full, readonly, writeonly, previewonly) from the wire', async () => {
-    writeFileSync(local('perm.txt'), 'perm');
-    const can = async (user: string) => ({
-      list: (await curlFtp(gw, 'plain', user, '', ['-l'])).code === 0,
-      read: (await curlFtp(gw, 'plain', user, 'report.txt', ['-o', local(`r-${user}`)])).code === 0,
-      write: (await curlFtp(gw, 'plain', user, `new-${user}.txt`, ['-T', local('perm.txt')])).code === 0,
-    });
-    expect(await can('alice'), 'full').to.deep.equal({ list: true, read: false, write: true });
-    expect(await can('readonly')).to.deep.equal({ list: true, read: true, write: false });
-    expect(await can('writeonly')).to.deep.equal({ list: false, read: false, write: true });
-    expect(await can('previewonly')).to.deep.equal({ list: true, read: false, write: false });
-    const c = await RawControl.connect(gw.ports.ftp!);
-    await c.login('readonly');
-    expect(await c.send('DELE report.txt')).to.match(/^550/);
-    expect(await c.send('MKD x')).to.match(/^550/);
-    c.close();
-  });
-
-  it('refuses a user whose ftp_permission is off, and a wrong password, recording failedlogin', async () => {
-    await createFtpUser(gw.core, 'noftp', { fields: { ftp_permission: false } });
-    const r = await lftp(gw, 'plain', 'noftp', 'ls');
-    expect(r.code).to.not.equal(0);
-    expect(r.stderr).to.match(/530/);
-    const c = await RawControl.connect(gw.ports.ftp!);
-    expect(await c.login('alice', 'wrong')).to.match(/^530/);
-    c.close();
-    const rows = await gw.core.db.read((em) =>
-      em.find(ActionEntity, { where: { action: 'failedlogin', interface: 'ftp' } }),
-    );
-    expect(rows.map((a) => a.failure_type)).to.include.members(['no_ftp_permission', 'password_mismatch']);
-  });
-
-  it('applies allowed_ips to a client on another loopback address', async () => {
-    await createFtpUser(gw.core, 'local1', { fields: { allowed_ips: '127.0.0.1' } });
-    await createFtpUser(gw.core, 'local2', { fields: { allowed_ips: '127.0.0.2' } });
-    const from2 = await RawControl.connect(gw.ports.ftp!, '127.0.0.2');
-    expect(await from2.login('local1')).to.match(/^530/);
-    expect(await from2.login('local2')).to.match(/^230/);
-    // The data connection must come from the control peer: 127.0.0.1 cannot use 127.0.0.2's port.
-    from2.close();
-    const rows = await gw.core.db.read((em) =>
-      em.find(ActionEntity, { where: { username: 'local1', action: 'failedlogin' } }),
-    );
-    expect(rows.map((a) => [a.failure_type, a.ip, a.interface])).to.deep.include([
-      'ip_mismatch',
-      '127.0.0.2',
-      'ftp',
-    ]);
-  });
-
   it('keeps every path inside user_root (CWD ../../.., RETR ../../etc/passwd)', async () => {
     await writeSiteFile(gw.core, 'home/bob-secret.txt', 'not yours');
     const c = await RawControl.connect(gw.ports.ftp!);
@@ -238,28 +184,5 @@ describe(`FTP with real clients (${dbKind})`, function () {
     expect(r.code).to.not.equal(0);
     const b = await curlFtp(gw, 'plain', 'alice', '%2E%2E/bob-secret.txt', ['-o', local('secret')]);
     expect(b.code).to.not.equal(0);
-  });
-
-  it('records the Actions with interface ftp and site paths', async () => {
-    writeFileSync(local('act.txt'), 'act');
-    const r = await lftp(
-      gw,
-      'plain',
-      'alice',
-      `put ${local('act.txt')} -o act.txt; mv act.txt act2.txt; get act2.txt -o ${local('act-back')}; rm act2.txt`,
-    );
-    expect(r.code, r.stderr).to.equal(0);
-    const rows = await gw.core.db.read((em) =>
-      em.find(ActionEntity, { where: { username: 'alice' }, order: { id: 'ASC' } }),
-    );
-    const seen = rows
-      .filter((a) => a.path.includes('act') || a.action === 'login')
-      .map((a) => [a.action, a.path, a.interface]);
-    expect(seen).to.deep.include(['login', '', 'ftp']);
-    expect(seen).to.deep.include(['create', 'home/alice/act.txt', 'ftp']);
-    expect(seen).to.deep.include(['move', 'home/alice/act2.txt', 'ftp']);
-    expect(seen).to.deep.include(['read', 'home/alice/act2.txt', 'ftp']);
-    expect(seen).to.deep.include(['destroy', 'home/alice/act2.txt', 'ftp']);
-    expect(statSync(local('act-back')).size).to.equal(3);
   });
 });

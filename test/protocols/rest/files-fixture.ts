@@ -104,9 +104,12 @@ export class FilesFixture {
 
   constructor(readonly store: StoreKind) {}
 
-  /** start starts the S3 server (for s3) and the gateway; called from a `before` hook. */
-  async start(): Promise<void> {
-    let overrides: Record<string, unknown> = { secret: TEST_SECRET };
+  /**
+   * start starts the S3 server (for s3) and the gateway; called from a `before` hook. `extra`
+   * settings go on top (the cross-protocol scenarios add the other listeners).
+   */
+  async start(extra: Record<string, unknown> = {}): Promise<void> {
+    let overrides: Record<string, unknown> = { secret: TEST_SECRET, ...extra };
     if (this.store === 's3') {
       this.s3 = await startS3();
       // The S3 store reads its credentials through the SDK's default chain (blobstores/index.ts).

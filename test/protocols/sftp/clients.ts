@@ -90,13 +90,13 @@ export function run(
   });
 }
 
-/** sftpBatch runs OpenSSH sftp with `commands` as its batch file (one per line). */
+/** sftpBatch runs OpenSSH sftp with `commands` as its batch file (one per line); `options` are more `-o` settings. */
 export function sftpBatch(
   port: number,
   user: string,
   login: Login,
   commands: string[],
-  opts: { cwd?: string; bind?: string; timeoutMs?: number } = {},
+  opts: { cwd?: string; bind?: string; timeoutMs?: number; options?: string[] } = {},
 ): Promise<RunResult> {
   const { prefix, args } = authArgs(login);
   return run(
@@ -105,6 +105,7 @@ export function sftpBatch(
       'sftp',
       ...args,
       ...SSH_OPTIONS,
+      ...(opts.options ?? []).flatMap((o) => ['-o', o]),
       ...(opts.bind ? ['-o', `BindAddress=${opts.bind}`] : []),
       '-b',
       '-',

@@ -1,11 +1,12 @@
 /**
  * The SFTP front end driven by OpenSSH's sftp (batch mode) and scp, and by a raw SFTP v3 client
  * for the hostile cases: logins by password and by key through the core's gate, transfers, the
- * extensions OpenSSH uses, the permission matrix, the jail, Actions with interface `sftp`.
+ * extensions OpenSSH uses, the jail. The permission matrix, the login gate, locks and the Actions
+ * of a file's lifecycle are the cross-protocol scenarios' (test/protocols/scenarios/).
  */
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { operatorPrincipal, type Core } from '../../../src/core/index.ts';
@@ -55,7 +56,7 @@ describe('SFTP front end', function () {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('logs in by password, lists, uploads, downloads, renames and removes, recording sftp Actions', async () => {
+  it('logs in by password, lists (ls -l format), uploads, downloads, renames and removes', async () => {
     const u = await makeUser(gw);
     writeFileSync(path.join(dir, 'a.txt'), 'hello sftp\n');
     const r = await sftpBatch(
@@ -80,11 +81,6 @@ describe('SFTP front end', function () {
     expect(r.stdout).to.include('Remote working directory: /');
     expect(r.stdout).to.match(/-rw-r--r-- +1 \S+ +\S+ +11 \w{3} [ \d]\d \d\d:\d\d a\.txt/);
     expect(readFileSync(path.join(dir, 'back.txt'), 'utf8')).to.equal('hello sftp\n');
-    const acts = await actionsOf(gw.core, u.username);
-    expect(acts.map((a) => a.action)).to.include.members(['login', 'create', 'read', 'move', 'destroy']);
-    for (const a of acts) expect(a.interface, a.action).to.equal('sftp');
-    const created = acts.find((a) => a.action === 'create' && a.path.endsWith('a.txt'));
-    expect(created?.path).to.equal(`${u.root}/docs/a.txt`);
   });
 
   it('logs in with a key registered through POST /public_keys', async () => {
@@ -177,27 +173,6 @@ describe('SFTP front end', function () {
     expect(legacy.code).to.not.equal(0);
   });
 
-  it('refuses a user whose sftp_permission is off, and one outside allowed_ips', async () => {
-    const off = await makeUser(gw, { sftp_permission: false });
-    await expectFails(sftpBatch(port, off.username, pw, ['pwd']));
-    const offActs = await actionsOf(gw.core, off.username);
-    expect(offActs.map((a) => [a.action, a.failure_type, a.interface])).to.deep.include([
-      'failedlogin',
-      'no_sftp_permission',
-      'sftp',
-    ]);
-    const fenced = await makeUser(gw, { allowed_ips: '127.0.0.1' });
-    expect((await sftpBatch(port, fenced.username, pw, ['pwd'])).code).to.equal(0);
-    await expectFails(sftpBatch(port, fenced.username, pw, ['pwd'], { bind: '127.0.0.2' }));
-    const acts = await actionsOf(gw.core, fenced.username);
-    expect(
-      acts.some(
-        (a) => a.action === 'failedlogin' && a.failure_type === 'ip_mismatch' && a.ip === '127.0.0.2',
-      ),
-    ).to.equal(true);
-    await expectFails(sftpBatch(port, fenced.username, { password: 'wrong' }, ['pwd']));
-  });
-
   it('keeps the user inside user_root (jail)', async () => {
     const op = operatorPrincipal();
     const site = gw.core.files.session({ ...op, interface: 'restapi' });
@@ -213,30 +188,6 @@ describe('SFTP front end', function () {
     await expectFails(sftpBatch(port, u.username, pw, ['get ../secret.txt stolen.txt'], { cwd: dir }));
     await expectFails(sftpBatch(port, u.username, pw, ['get /../../secret.txt stolen.txt'], { cwd: dir }));
     expect((await site.stat(`${u.root}/escaped`)).type).to.equal('directory');
-  });
-
-  it('applies the permission matrix: readonly reads only, writeonly writes only', async () => {
-    const ro = await makeUser(gw, { grant_permission: 'read' });
-    const wo = await makeUser(gw, { grant_permission: 'write' });
-    const op = operatorPrincipal();
-    const { Readable } = await import('node:stream');
-    for (const u of [ro, wo]) {
-      await gw.core.files
-        .session({ ...op, interface: 'restapi' })
-        .write(`${u.root}/given.txt`, Readable.from([Buffer.from('given')]));
-    }
-    writeFileSync(path.join(dir, 'up.txt'), 'up');
-    expect(
-      (await sftpBatch(port, ro.username, pw, ['ls', 'get given.txt ro.txt'], { cwd: dir })).code,
-    ).to.equal(0);
-    await expectFails(sftpBatch(port, ro.username, pw, ['put up.txt'], { cwd: dir }), /ermission denied/);
-    await expectFails(sftpBatch(port, ro.username, pw, ['rm given.txt']), /ermission denied/);
-    expect((await sftpBatch(port, wo.username, pw, ['put up.txt'], { cwd: dir })).code).to.equal(0);
-    // OpenSSH's get stats (globs) first, and a refused stat does not fail its batch: check the bytes.
-    const woGet = await sftpBatch(port, wo.username, pw, ['get given.txt wo.txt'], { cwd: dir });
-    expect(woGet.stderr).to.match(/ermission denied|not found/);
-    expect(existsSync(path.join(dir, 'wo.txt'))).to.equal(false);
-    expect((await sftpBatch(port, wo.username, pw, ['ls'])).stderr).to.match(/ermission denied/);
   });
 
   it('answers md5sum from the stored md5, 127 for other commands, and refuses a shell', async () => {
