@@ -15,6 +15,11 @@ export interface ReadHandle {
   cursor: StreamCursor | null;
   /** opened while this session was writing the file: reads see that handle's bytes until its CLOSE */
   writer: WriteHandle | null;
+  /**
+   * the `read` Action is still to be recorded: at the first READ, so an open that reads nothing
+   * (the source of OpenSSH's `cp`, done by copy-data, which records its own `copy`) records none
+   */
+  unrecorded?: boolean;
 }
 
 /**

@@ -492,6 +492,10 @@ export class SftpSession {
     }
     if (h.kind !== 'read')
       throw new GatewayError('bad-request/request-params-invalid', 'This handle is not open for reading');
+    if (h.unrecorded) {
+      h.unrecorded = false;
+      await this.files.recordRead(h.path);
+    }
     if (h.writer) {
       // Opened while this session was writing the file: its bytes until that CLOSE, then the file.
       if (h.writer.staged.isOpen && !h.writer.detached)
@@ -666,7 +670,7 @@ export class SftpSession {
       });
       return this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
     }
-    const dl = await this.files.openRead(p, { signal: this.abort.signal });
+    const dl = await this.files.openRead(p, { signal: this.abort.signal, record: false });
     if (this.closed) {
       dl.stream.destroy();
       return;
@@ -677,6 +681,7 @@ export class SftpSession {
       entry: dl.entry,
       cursor: new StreamCursor(dl.stream, 0),
       writer: null,
+      unrecorded: true,
     });
     this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
   }

@@ -74,14 +74,18 @@ export async function rightsOnEach(
   return out;
 }
 
-/** requireCapability throws SPEC's not-authorized type when the principal lacks `cap` on `path`. */
+/**
+ * requireCapability throws SPEC's not-authorized type when the principal lacks `cap` on `path`;
+ * `show` turns the site path into the one the user sees (FTP, SFTP and WebDAV are rooted).
+ */
 export async function requireCapability(
   em: EntityManager,
   p: Principal,
   cap: Capability,
   path: string,
+  show: (site: string) => string = (site) => site,
 ): Promise<void> {
   if (!(await rightsOn(em, p, path)).has(cap)) {
-    throw new GatewayError(missing[cap], `You need ${cap} permission on /${path} to do this`);
+    throw new GatewayError(missing[cap], `You need ${cap} permission on /${show(path)} to do this`);
   }
 }

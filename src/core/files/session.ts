@@ -114,7 +114,7 @@ export class FileSession {
   private async row(path: string, cap: Capability): Promise<{ site: string; row: FileRow }> {
     const site = this.site(path);
     const row = await this.ctx.db.read(async (em) => {
-      await requireCapability(em, this.principal, cap, site);
+      await requireCapability(em, this.principal, cap, site, this.show);
       return getRow(em, site);
     });
     if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
@@ -140,7 +140,7 @@ export class FileSession {
   async list(path: string, opts: ListOptions): Promise<Entry[]> {
     const site = this.site(path);
     return this.ctx.db.read(async (em) => {
-      await requireCapability(em, this.principal, 'list', site);
+      await requireCapability(em, this.principal, 'list', site, this.show);
       await requireFolder(em, site, 'not-found/folder-not-found', this.show);
       return (await listRows(em, site, opts)).map((r) => toEntry(r, this.visible(r.path)));
     });
@@ -152,7 +152,7 @@ export class FileSession {
     if (site === this.root)
       throw new GatewayError('processing-failure/destination-exists', 'The root folder always exists');
     return changeTree(this.ctx, { changes: [site] }, async (em) => {
-      await requireCapability(em, this.principal, 'write', site);
+      await requireCapability(em, this.principal, 'write', site, this.show);
       await this.unlocked(em, site);
       const existing = await getRow(em, site);
       if (existing)
@@ -181,7 +181,7 @@ export class FileSession {
     if (site === this.root)
       throw new GatewayError('not-authorized/full-permission-required', 'The root folder cannot be deleted');
     await changeTree(this.ctx, { changes: [site] }, async (em) => {
-      await requireCapability(em, this.principal, 'delete', site);
+      await requireCapability(em, this.principal, 'delete', site, this.show);
       await this.unlocked(em, site, true);
       const row = await getRow(em, site);
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
@@ -232,8 +232,8 @@ export class FileSession {
     }
     const locks = kind === 'move' ? { changes: [source, dest] } : { changes: [dest], reads: [source] };
     await changeTree(this.ctx, locks, async (em) => {
-      await requireCapability(em, this.principal, kind === 'move' ? 'delete' : 'read', source);
-      await requireCapability(em, this.principal, 'write', dest);
+      await requireCapability(em, this.principal, kind === 'move' ? 'delete' : 'read', source, this.show);
+      await requireCapability(em, this.principal, 'write', dest, this.show);
       if (kind === 'move') await this.unlocked(em, source, true);
       await this.unlocked(em, dest, true);
       const row = await getRow(em, source);
@@ -258,7 +258,7 @@ export class FileSession {
             'processing-failure/destination-exists',
             `/${this.visible(dest)} already exists`,
           );
-        await requireCapability(em, this.principal, 'delete', dest);
+        await requireCapability(em, this.principal, 'delete', dest, this.show);
         await deleteTree(em, existing);
         await forgetDav(em, dest);
       }
@@ -278,7 +278,7 @@ export class FileSession {
   async setMtime(path: string, mtime: Date): Promise<Entry> {
     const site = this.site(path);
     return changeTree(this.ctx, { changes: [site] }, async (em) => {
-      await requireCapability(em, this.principal, 'write', site);
+      await requireCapability(em, this.principal, 'write', site, this.show);
       await this.unlocked(em, site);
       const row = await getRow(em, site);
       if (!row || site === '')
@@ -300,7 +300,7 @@ export class FileSession {
     // One unit of work: the check, the row, the lease on its blob, the Action. When the file was
     // replaced between the row's read and the lease (blobs.ts "Races"), again with the new row.
     const leased = async (em: EntityManager) => {
-      await requireCapability(em, this.principal, 'read', site);
+      await requireCapability(em, this.principal, 'read', site, this.show);
       const row = await getRow(em, site);
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
       if (row.type === 'directory')
@@ -324,6 +324,15 @@ export class FileSession {
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     return { entry: toEntry(row, this.visible(site)), blobId: row.blob_id!, stream };
+  }
+
+  /**
+   * recordRead records the `read` Action of a file opened with `record: false` once its bytes are
+   * first read (SFTP: an OPEN whose handle is only the source of a copy-data reads nothing).
+   */
+  async recordRead(path: string): Promise<void> {
+    const site = this.site(path);
+    await this.ctx.db.work((em) => this.record(em, 'read', site));
   }
 
   /** describeDownload checks read permission and records the `read` Action for a signed download URL. */

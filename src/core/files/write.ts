@@ -102,7 +102,7 @@ export class WriteHandle {
     const show = (s: string) => scope.visible(s);
     if (site === scope.root)
       throw new GatewayError('bad-request/invalid-path', 'The root folder is not a file');
-    await requireCapability(em, scope.principal, 'write', site);
+    await requireCapability(em, scope.principal, 'write', site, show);
     await requireUnlocked(em, scope.principal, scope.lockTokens, site, { show });
     await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist', show);
     const row = await getRow(em, site);

@@ -326,11 +326,20 @@ class FtpClient implements Client {
     const r = await lftp(this.s.fx.gw, 'plain', this.account.username, script, {
       password: this.account.password,
       // One login attempt per operation: a retried wrong password would count twice toward the lockout.
-      extra: `set net:max-retries 1; set net:persist-retries 0${
+      // debug 3 prints the server's replies: lftp takes a 4xx (450 for a lock) as transient, retries,
+      // and then reports only "max-retries exceeded", without the reply that caused it.
+      extra: `set net:max-retries 1; set net:persist-retries 0; debug 3${
         this.opts.bind ? `; set net:socket-bind-ipv4 ${this.opts.bind}` : ''
       }`,
     });
-    return { outcome: ftpOutcome(r.code, r.stderr), raw: `exit ${r.code}: ${r.stderr}`, stdout: r.stdout };
+    const lines = r.stderr.split('\n');
+    const errors = lines
+      .filter((l) => !/^(<---|--->|---- |\*\*\*\*|Connecting to)/.test(l.trim()))
+      .join('\n');
+    const replies = lines.filter((l) => /^<--- \d{3} /.test(l.trim()));
+    const last = replies[replies.length - 1]?.trim().slice(5) ?? '';
+    const text = /max-retries exceeded/.test(errors) && /^4\d\d /.test(last) ? last : errors;
+    return { outcome: ftpOutcome(r.code, text), raw: `exit ${r.code}: ${text}`, stdout: r.stdout };
   }
 
   async login(): Promise<Result> {
