@@ -152,7 +152,12 @@ const schema = z.object({
   secret: z.string(),
   log_level: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']),
   site: z.object({ allowed_ips: z.array(ipOrCidr) }),
-  accounts: z.object({ bcrypt_rounds: z.coerce.number().int().min(4).max(15) }),
+  accounts: z.object({
+    bcrypt_rounds: z.coerce.number().int().min(4).max(15),
+    // At most 5 s: the time a change on another instance may take to apply is a promise (README).
+    credential_cache_seconds: z.coerce.number().int().min(0).max(5),
+    login_window_seconds: positiveInt,
+  }),
   sessions: z.object({ idle_timeout_minutes: positiveInt, reauthentication_attempts: positiveInt }),
   lockout: z.object({
     max_failures: positiveInt,
@@ -196,7 +201,6 @@ const schema = z.object({
   }),
   api: z.object({
     max_body_bytes: positiveInt,
-    credential_cache_seconds: z.coerce.number().int().min(0).max(300),
   }),
 });
 
@@ -229,6 +233,8 @@ const envKeys: Record<string, string> = {
   SVC_TLS_KEY: 'tls.key',
   SVC_SECRET: 'secret',
   SVC_LOG_LEVEL: 'log_level',
+  SVC_CREDENTIAL_CACHE_SECONDS: 'accounts.credential_cache_seconds',
+  SVC_LOGIN_WINDOW_SECONDS: 'accounts.login_window_seconds',
   SVC_SITE_ALLOWED_IPS: 'site.allowed_ips',
   SVC_WEBHOOKS: 'webhooks',
   SVC_WEBHOOK_MAX_ATTEMPTS: 'events.webhook_max_attempts',

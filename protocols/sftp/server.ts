@@ -9,7 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import ssh2 from 'ssh2';
 import type { AuthContext, Connection, ServerChannel } from 'ssh2';
-import type { Core, FrontEnd, Principal } from '../../src/core/index.ts';
+import { GatewayError, type Core, type FrontEnd, type Principal } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { listen } from '../shared/listener.ts';
 import { runExec } from './exec.ts';
@@ -192,7 +192,12 @@ function serveConnection(core: Core, log: Logger, client: Connection, rawIp: str
     authenticate(core, ctx, rawIp).then(
       (result) => {
         if (result === 'key-ok') ctx.accept();
-        else if (result) {
+        else if (result === 'unavailable') {
+          // SSH's userauth has no "try later" reply, and a rejection reads as a wrong password
+          // ("Permission denied"); the client is disconnected instead, so OpenSSH ends with
+          // "Connection closed" and asks for no other password. The core logged the cause once.
+          endConnection(client);
+        } else if (result) {
           state.principal = result;
           ctx.accept();
         } else ctx.reject([...AUTH_METHODS]);
@@ -253,13 +258,24 @@ function finish(channel: ServerChannel, res: { stdout: string; stderr: string; c
 
 /**
  * authenticate takes one SSH authentication attempt to the core's gate and returns the admitted
- * principal, `key-ok` for an acceptable key offer, or null to reject. A public-key offer without a signature is only a question ("would
- * you take this key?") and records nothing; the signed attempt is verified here (SSH's part), then
- * admitted by the core (whose key it is, and the rest of the gate).
+ * principal, `key-ok` for an acceptable key offer, null to reject, or `unavailable` when the gate
+ * could not answer (the database is down): that is no wrong password, and must not read as one.
+ * A public-key offer without a signature is only a question ("would you take this key?") and
+ * records nothing; the signed attempt is verified here (SSH's part), then admitted by the core
+ * (whose key it is, and the rest of the gate).
  */
-async function authenticate(core: Core, ctx: AuthContext, ip: string): Promise<Principal | 'key-ok' | null> {
+async function authenticate(
+  core: Core,
+  ctx: AuthContext,
+  ip: string,
+): Promise<Principal | 'key-ok' | 'unavailable' | null> {
+  const refused = (err: unknown): 'unavailable' | null => {
+    if (err instanceof GatewayError && err.family === 'service-unavailable') return 'unavailable';
+    if (err instanceof GatewayError) return null;
+    throw err;
+  };
   const login = (password: string) =>
-    core.gate.login({ interface: 'sftp', ip, username: ctx.username, password }).catch(() => null);
+    core.gate.login({ interface: 'sftp', ip, username: ctx.username, password }).catch(refused);
   switch (ctx.method) {
     case 'password':
       return login(ctx.password);
@@ -273,13 +289,13 @@ async function authenticate(core: Core, ctx: AuthContext, ip: string): Promise<P
     case 'publickey': {
       const blob = ctx.key.data;
       if (!ctx.signature || !ctx.blob) {
-        return (await core.gate.acceptsKey(ctx.username, blob)) ? 'key-ok' : null;
+        return core.gate.acceptsKey('sftp', ctx.username, blob).then((ok) => (ok ? 'key-ok' : null), refused);
       }
       const key = utils.parseKey(blob);
       if (key instanceof Error || !key.verify(ctx.blob, ctx.signature, ctx.hashAlgo)) return null;
       return core.gate
         .loginWithKey({ interface: 'sftp', ip, username: ctx.username, key: blob })
-        .catch(() => null);
+        .catch(refused);
     }
     default:
       return null;

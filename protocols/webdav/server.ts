@@ -14,7 +14,7 @@ import type https from 'node:https';
 import Koa from 'koa';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
-import { basicCredentials, DavAuth } from './auth.ts';
+import { authenticate, basicCredentials } from './auth.ts';
 import { DavCondition, statusOf } from './errors.ts';
 import { decodePath, type DavContext, type DavState, type Method } from './http.ts';
 import { copy } from './methods/copy.ts';
@@ -48,7 +48,6 @@ export const methods: Record<string, Method> = {
 export function buildApp(core: Core): Koa<DavState> {
   const app = new Koa<DavState>();
   const log = core.log.child({ interface: 'dav' });
-  const auth = new DavAuth(core);
   // Koa reports here what happens after a response started, mostly clients that went away
   // mid-transfer (an aborted PUT is a parse error of the unfinished request): not a server fault.
   app.on('error', (err: Error) => log.debug('connection ended early', { error: err.message }));
@@ -123,7 +122,7 @@ export function buildApp(core: Core): Koa<DavState> {
     if (ctx.method === 'OPTIONS') return options(ctx);
     const method = methods[ctx.method];
     if (!method) throw new GatewayError('bad-request/method-not-allowed', `${ctx.method} is not supported`);
-    const principal = await auth.authenticate(ctx as DavContext);
+    const principal = await authenticate(core, ctx as DavContext);
     ctx.state.principal = principal;
     ctx.state.session = core.files.session(principal);
     // ctx.path is the raw, still percent-encoded path: each segment is decoded once, here.

@@ -12,6 +12,6 @@ export interface CoreContext {
   /** the site secret (SVC_SECRET or the generated one): signs URLs, encrypts cursors */
   readonly secret: string;
   readonly paginator: Paginator;
-  /** verified API keys, kept briefly; cleared on any account change */
+  /** the one cache of verified credentials (API keys, passwords), kept briefly; cleared on any account change */
   readonly credentials: CredentialCache;
 }

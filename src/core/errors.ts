@@ -186,7 +186,13 @@ const catalogue = {
     'too-many-requests',
     'too-many-shares',
   ],
-  'service-unavailable': ['agent-unavailable', 'automations-unavailable', 'uploads-unavailable'],
+  'service-unavailable': [
+    'agent-unavailable',
+    'automations-unavailable',
+    'uploads-unavailable',
+    // Extension: the login gate cannot answer (the database is down); never a wrong password.
+    'login-unavailable',
+  ],
   'site-configuration': [
     'account-already-exists',
     'account-overdue',

@@ -86,7 +86,10 @@ export interface Core {
   readonly dav: { readonly locks: Locks; readonly properties: Properties };
   /** namespace.mkdir creates a folder with its parents (fixtures and the CLI) */
   readonly namespace: { mkdir(p: Principal, path: string): Promise<void> };
-  /** authenticateApiKey admits a request carrying an API key, or throws not-authenticated. */
+  /**
+   * authenticateApiKey admits a request carrying an API key, or throws not-authenticated
+   * (service-unavailable when the database does not answer).
+   */
   authenticateApiKey(key: string, iface: Interface, ip: string): Promise<Principal>;
   /** close waits for queued database work and closes the database. */
   close(): Promise<void>;
@@ -150,7 +153,7 @@ export async function createCore(
     log,
     secret,
     paginator: new Paginator(secret),
-    credentials: new CredentialCache(config.api.credential_cache_seconds * 1000),
+    credentials: new CredentialCache(config.accounts.credential_cache_seconds * 1000),
   };
   const gate = new LoginGate(ctx);
   const files = new Files(ctx, await createBlobStore(config, config.data_dir));
@@ -181,11 +184,13 @@ export async function createCore(
         await files.session(p).mkdir(path, { parents: true });
       },
     },
-    async authenticateApiKey(key, iface, ip) {
-      const found = await apiKeys.lookup(key);
-      if (!found)
-        throw new GatewayError('not-authenticated/invalid-credentials', 'Invalid or expired API key');
-      return gate.authenticateKey(found.row, found.owner, iface, ip);
+    authenticateApiKey(key, iface, ip) {
+      return gate.guarded(iface, async () => {
+        const found = await apiKeys.lookup(key);
+        if (!found)
+          throw new GatewayError('not-authenticated/invalid-credentials', 'Invalid or expired API key');
+        return gate.authenticateKey(found.row, found.owner, iface, ip);
+      });
     },
     async close() {
       await events.stop();

@@ -220,6 +220,29 @@ export const SessionEntity = new EntitySchema<SessionRow>({
   },
 });
 
+/**
+ * ClientLoginRow is when a `login` Action was last recorded for a client that sends its password
+ * with every request (WebDAV): one row per user, client IP and interface, so every instance
+ * records one `login` per window (accounts.login_window_seconds), not one per request.
+ */
+export interface ClientLoginRow {
+  user_id: number;
+  ip: string;
+  interface: string;
+  login_at: Date;
+}
+
+export const ClientLoginEntity = new EntitySchema<ClientLoginRow>({
+  name: 'ClientLogin',
+  tableName: 'client_logins',
+  columns: {
+    user_id: { type: 'integer', primary: true },
+    ip: { type: 'varchar', length: 45, primary: true },
+    interface: { type: 'varchar', length: 20, primary: true },
+    login_at: time(),
+  },
+});
+
 /** ActionRow is one audited operation (SPEC's Action). user_id is kept after the user is deleted. */
 export interface ActionRow {
   id: number;
@@ -673,6 +696,7 @@ export const entities = [
   UploadPartEntity,
   BlobGarbageEntity,
   BlobLeaseEntity,
+  ClientLoginEntity,
   PublicKeyEntity,
   DavLockEntity,
   DavPropertyEntity,

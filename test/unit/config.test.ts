@@ -58,6 +58,10 @@ describe('config', () => {
       .and.include('CIDR');
     expect(failure({ SVC_BIND: 'everywhere' })).to.include('bind (SVC_BIND)');
     expect(failure({ SVC_LOG_LEVEL: 'loud' })).to.include('log_level (SVC_LOG_LEVEL)');
+    // README promises a change on another instance applies within at most 5 s.
+    expect(failure({ SVC_CREDENTIAL_CACHE_SECONDS: '6' })).to.include(
+      'accounts.credential_cache_seconds (SVC_CREDENTIAL_CACHE_SECONDS)',
+    );
     expect(failure({ SVC_WEBHOOKS: '{"url": "http://x"' })).to.include('SVC_WEBHOOKS: not a JSON array');
     expect(failure({ SVC_WEBHOOKS: '[{"url": "ftp://hooks.example.com/"}]' }))
       .to.include('SVC_WEBHOOKS')

@@ -5,10 +5,18 @@
  * `failedlogin` Action with its failure_type; 5 failures (setting) lock the user out for a while,
  * and a client IP failing across usernames is rate-limited. State lives in the database, so every
  * instance sees the same lockouts.
+ *
+ * When the gate cannot answer (the database is down), that is a failure of the service, never a
+ * wrong password: every entry point turns an unexpected error into
+ * `service-unavailable/login-unavailable`, records no failedlogin and counts nothing toward a
+ * lockout, and the cause is logged once, here.
  */
-import { MoreThan, type EntityManager } from 'typeorm';
+import { createHmac, randomBytes } from 'node:crypto';
+import { LessThan, MoreThan, type EntityManager } from 'typeorm';
+import { afterCommit } from '../../db/database.ts';
 import {
   ActionEntity,
+  ClientLoginEntity,
   FileEntity,
   PublicKeyEntity,
   UserEntity,
@@ -66,23 +74,88 @@ const interfaceName: Record<Interface, string> = {
 // The file protocols show user_root as `/`, so it must exist; REST and web use site paths.
 const rootedInterfaces: readonly Interface[] = ['ftp', 'sftp', 'dav'];
 
+/**
+ * LoginRecording says when a successful login records a `login` Action: at each login (`each`), or
+ * once per window per user, client IP and interface (`window`), for clients that send their
+ * password with every request.
+ */
+type LoginRecording = 'each' | 'window';
+
 /** LoginGate admits principals: by password (login) or by API key (authenticateKey). */
 export class LoginGate {
+  // Only an HMAC of a password under this per-process key is kept in the credential cache.
+  private readonly cacheKey = randomBytes(32);
+
   constructor(private readonly ctx: CoreContext) {}
 
-  /**
-   * login runs the whole gate and records `login`, or `failedlogin` and throws. `recordLogin:
-   * false` re-verifies a client already logged in (a WebDAV client's later request) without a new
-   * `login` Action.
-   */
-  async login(request: LoginRequest, opts: { recordLogin?: boolean } = {}): Promise<Principal> {
-    return this.run(
-      request,
-      'password_mismatch',
-      (user) =>
-        verifyPassword(request.password, user?.password_hash ?? null, this.ctx.config.accounts.bcrypt_rounds),
-      opts.recordLogin ?? true,
+  /** login runs the whole gate and records `login`, or `failedlogin` and throws. */
+  async login(request: LoginRequest): Promise<Principal> {
+    return this.guarded(request.interface, () =>
+      this.run(request, 'password_mismatch', (user) => this.verify(request.password, user), 'each'),
     );
+  }
+
+  /**
+   * authenticatePassword admits a request that carries the user's password, as WebDAV clients
+   * send HTTP Basic with every request. It is the same gate as login, answered from the core's
+   * credential cache for a few seconds (see CredentialCache for why that is safe), and a `login`
+   * Action is recorded for the client's first request and then once per
+   * accounts.login_window_seconds, counted in the database so every instance shares the window.
+   */
+  async authenticatePassword(request: LoginRequest): Promise<Principal> {
+    return this.guarded(request.interface, async () => {
+      const ip = clientIp(request.ip);
+      const digest = createHmac('sha256', this.cacheKey)
+        .update(`${request.interface}\0${request.username}\0${request.password}\0${ip}`)
+        .digest('base64url');
+      const cached = this.ctx.credentials.login(digest);
+      if (cached?.fresh) return this.principalOf(cached.value.user, request.interface, ip);
+      const generation = this.ctx.credentials.generation;
+      const verified = cached?.value.password_hash;
+      const principal = await this.run(
+        request,
+        'password_mismatch',
+        // The password was verified against this very hash: while the row holds it, it matches.
+        (user) =>
+          verified !== undefined && user?.password_hash === verified
+            ? Promise.resolve(true)
+            : this.verify(request.password, user),
+        'window',
+      );
+      const user = principal.user!;
+      if (user.password_hash)
+        this.ctx.credentials.setLogin(digest, { user, password_hash: user.password_hash }, generation);
+      return principal;
+    });
+  }
+
+  /**
+   * guarded runs one step of the gate, turning anything but a GatewayError (the database did not
+   * answer, a pool that cannot connect) into `service-unavailable/login-unavailable`, logged once
+   * here: a front end must never tell a user with the right password that it is wrong.
+   */
+  async guarded<T>(iface: Interface, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      this.ctx.log.error('login gate unavailable: the database did not answer', {
+        interface: iface,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      throw new GatewayError(
+        'service-unavailable/login-unavailable',
+        'Logins cannot be checked right now; try again later',
+      );
+    }
+  }
+
+  private verify(password: string, user: UserRow | null): Promise<boolean> {
+    return verifyPassword(password, user?.password_hash ?? null, this.ctx.config.accounts.bcrypt_rounds);
+  }
+
+  private principalOf(user: UserRow, iface: Interface, ip: string): Principal {
+    return { user, apiKey: null, sessionDigest: null, interface: iface, ip };
   }
 
   /**
@@ -92,18 +165,22 @@ export class LoginGate {
    * `failedlogin` with failure_type key_mismatch; it does not count toward the lockout.
    */
   async loginWithKey(request: KeyLoginRequest): Promise<Principal> {
-    return this.run(request, 'key_mismatch', (user) => this.hasKey(user, request.key));
+    return this.guarded(request.interface, () =>
+      this.run(request, 'key_mismatch', (user) => this.hasKey(user, request.key), 'each'),
+    );
   }
 
   /**
    * acceptsKey tells, without recording anything, whether `key` is one of the user's keys: SSH
    * clients offer keys before signing with one, and a declined offer is not a failed login.
    */
-  async acceptsKey(username: string, key: Buffer): Promise<boolean> {
-    const user = await this.ctx.db.read((em) =>
-      em.findOneBy(UserEntity, { username_key: username.toLowerCase() }),
-    );
-    return this.hasKey(user, key);
+  async acceptsKey(iface: Interface, username: string, key: Buffer): Promise<boolean> {
+    return this.guarded(iface, async () => {
+      const user = await this.ctx.db.read((em) =>
+        em.findOneBy(UserEntity, { username_key: username.toLowerCase() }),
+      );
+      return this.hasKey(user, key);
+    });
   }
 
   private async hasKey(user: UserRow | null, key: Buffer): Promise<boolean> {
@@ -116,7 +193,7 @@ export class LoginGate {
     request: GateRequest,
     mismatch: 'password_mismatch' | 'key_mismatch',
     verify: (user: UserRow | null) => Promise<boolean>,
-    recordLogin = true,
+    recording: LoginRecording,
   ): Promise<Principal> {
     const req = { interface: request.interface, username: request.username, ip: clientIp(request.ip) };
     const { lockout } = this.ctx.config;
@@ -152,26 +229,46 @@ export class LoginGate {
       );
     }
     await this.admit(user, req.interface, req.ip, true);
-    const principal: Principal = {
-      user,
-      apiKey: null,
-      sessionDigest: null,
-      interface: req.interface,
-      ip: req.ip,
-    };
+    const principal = this.principalOf(user, req.interface, req.ip);
     await this.ctx.db.work(async (em) => {
       await em.update(
         UserEntity,
         { id: user.id },
         { failed_logins: 0, failed_login_window_start: null, locked_until: null, last_login_at: new Date() },
       );
-      if (!recordLogin) return;
+      if (recording === 'window' && !(await this.claimLoginWindow(em, principal))) return;
       await recordAction(em, principal, {
         action: 'login',
         display: `${user.username} logged in over ${interfaceName[req.interface]}`,
       });
     });
     return principal;
+  }
+
+  /**
+   * claimLoginWindow tells whether this login opens a new window for its user, client IP and
+   * interface, and if so starts it. One statement decides, so two instances (or two requests)
+   * racing for one client claim it once: on PostgreSQL the loser of the insert waits for the
+   * winner's row and then finds its window open; SQLite runs one unit of work at a time.
+   */
+  private async claimLoginWindow(em: EntityManager, p: Principal): Promise<boolean> {
+    const now = Date.now();
+    const cutoff = now - this.ctx.config.accounts.login_window_seconds * 1000;
+    const table = em.connection.getMetadata(ClientLoginEntity).tableName;
+    const args = [p.user!.id, p.ip, p.interface, now, cutoff];
+    const sql =
+      `INSERT INTO ${table} (user_id, ip, interface, login_at) VALUES (?, ?, ?, ?) ` +
+      `ON CONFLICT (user_id, ip, interface) DO UPDATE SET login_at = excluded.login_at ` +
+      `WHERE ${table}.login_at <= ? RETURNING user_id`;
+    let n = 0;
+    const rows = (await em.query(
+      this.ctx.db.kind === 'postgres' ? sql.replace(/\?/g, () => `$${++n}`) : sql,
+      args,
+    )) as unknown[];
+    if (rows.length === 0) return false;
+    // The user's rows of windows long closed go here too, so the table holds live windows only.
+    await em.delete(ClientLoginEntity, { user_id: p.user!.id, login_at: LessThan(new Date(cutoff)) });
+    return true;
   }
 
   /** authenticateKey admits an API-key request: the key's owner must pass the flag and IP checks. No Action is recorded. */
@@ -228,7 +325,10 @@ export class LoginGate {
         ip: req.ip,
         display: `Failed login as ${req.username.slice(0, 50)} over ${interfaceName[req.interface]}: ${failure}`,
       });
-      if (user && failure === 'password_mismatch') await this.countFailure(em, user.id, lockout);
+      if (user && failure === 'password_mismatch' && (await this.countFailure(em, user.id, lockout))) {
+        // A lockout applies at once to this instance's cached credentials (WebDAV clients).
+        afterCommit(em, () => this.ctx.credentials.clear());
+      }
     });
   }
 
@@ -236,14 +336,14 @@ export class LoginGate {
     em: EntityManager,
     userId: number,
     lockout: CoreContext['config']['lockout'],
-  ): Promise<void> {
+  ): Promise<boolean> {
     // On PostgreSQL the row is locked, so simultaneous failures (from several instances) each
     // count; SQLite's queue already runs one unit of work at a time.
     const fresh = await em.findOne(UserEntity, {
       where: { id: userId },
       ...(this.ctx.db.kind === 'postgres' ? { lock: { mode: 'pessimistic_write' as const } } : {}),
     });
-    if (!fresh) return;
+    if (!fresh) return false;
     const now = Date.now();
     const windowOpen =
       fresh.failed_login_window_start &&
@@ -260,8 +360,9 @@ export class LoginGate {
           locked_until: new Date(now + lockout.duration_minutes * 60_000),
         },
       );
-    } else {
-      await em.update(UserEntity, { id: userId }, { failed_logins: count, failed_login_window_start: start });
+      return true;
     }
+    await em.update(UserEntity, { id: userId }, { failed_logins: count, failed_login_window_start: start });
+    return false;
   }
 }

@@ -30,24 +30,33 @@ export class Sessions {
     const id = randomBytes(32).toString('hex');
     const now = new Date();
     const idle = this.ctx.config.sessions.idle_timeout_minutes * 60_000;
-    await this.ctx.db.work(async (em) => {
-      // Expired sessions are dropped here rather than by a timer, so no instance needs to own cleanup.
-      await em.delete(SessionEntity, { last_active_at: LessThan(new Date(now.getTime() - idle)) });
-      await em.insert(SessionEntity, {
-        id_digest: digest(id),
-        user_id: principal.user!.id,
-        ip: req.ip,
-        interface: req.interface,
-        reauthentication_failures: 0,
-        created_at: now,
-        last_active_at: now,
-      });
-    });
+    await this.gate.guarded(req.interface, () =>
+      this.ctx.db.work(async (em) => {
+        // Expired sessions are dropped here rather than by a timer, so no instance needs to own cleanup.
+        await em.delete(SessionEntity, { last_active_at: LessThan(new Date(now.getTime() - idle)) });
+        await em.insert(SessionEntity, {
+          id_digest: digest(id),
+          user_id: principal.user!.id,
+          ip: req.ip,
+          interface: req.interface,
+          reauthentication_failures: 0,
+          created_at: now,
+          last_active_at: now,
+        });
+      }),
+    );
     return { id, principal: { ...principal, sessionDigest: digest(id) } };
   }
 
-  /** authenticate turns a session id into a principal, or throws not-authenticated. */
+  /**
+   * authenticate turns a session id into a principal, or throws not-authenticated (or
+   * service-unavailable when the database does not answer: the session may well be valid).
+   */
   async authenticate(id: string, iface: Interface, rawIp: string): Promise<Principal> {
+    return this.gate.guarded(iface, () => this.check(id, iface, rawIp));
+  }
+
+  private async check(id: string, iface: Interface, rawIp: string): Promise<Principal> {
     const ip = clientIp(rawIp);
     const invalid = () =>
       new GatewayError('not-authenticated/authentication-required', 'Invalid or expired session');

@@ -6,6 +6,7 @@ import { In, type EntityManager } from 'typeorm';
 import { z } from 'zod';
 import { isUniqueViolation } from '../../db/database.ts';
 import {
+  ClientLoginEntity,
   GroupEntity,
   MembershipEntity,
   PermissionEntity,
@@ -226,6 +227,8 @@ export class Users {
       const row = await em.findOneBy(UserEntity, { id });
       if (!row) throw new GatewayError('not-found/user-not-found', `User ${id} not found`);
       await em.delete(UserEntity, { id });
+      // SQLite may hand a deleted user's id to the next user: no inherited login window.
+      await em.delete(ClientLoginEntity, { user_id: id });
       await recordAction(em, p, {
         action: 'user_destroy',
         display: `Deleted user ${row.username}`,

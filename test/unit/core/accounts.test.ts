@@ -691,7 +691,7 @@ describe(`core accounts (${dbKind})`, () => {
     });
 
     it('stops a revoked key at once, even while it is in the credential cache', async () => {
-      expect(t.config.api.credential_cache_seconds).to.be.greaterThan(0);
+      expect(t.config.accounts.credential_cache_seconds).to.be.greaterThan(0);
       const u = await newUser();
       const { id, key } = await t.core.apiKeys.create(op, { user_id: u.id });
       await t.core.authenticateApiKey(key!, 'restapi', '127.0.0.1');
@@ -822,7 +822,7 @@ describe(`core accounts (${dbKind})`, () => {
       // without the cache.
       let k: TestCore;
       before(async () => {
-        k = await openTestCore({ api: { credential_cache_seconds: 0 } });
+        k = await openTestCore({ accounts: { credential_cache_seconds: 0 } });
       });
       after(async () => k.close());
       const makeKey = async (fields: Record<string, unknown> = {}) => {
