@@ -8,6 +8,7 @@
  * the marker of its command.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { SSH_OPTIONS, authArgs } from '../protocols/sftp/clients.ts';
 
 /** Outcome is what one command did: whether the client reported success, and what it printed. */
 export interface Outcome {
@@ -144,24 +145,12 @@ export class LftpClient extends LineClient {
 export class SftpClient extends LineClient {
   /** open starts sftp, logs in on 127.0.0.1:`port` and waits until the session answers. */
   static async open(port: number, username: string, password: string): Promise<SftpClient> {
+    const { prefix, args } = authArgs({ password });
     const argv = [
-      'sshpass',
-      '-p',
-      password,
+      ...prefix,
       'sftp',
-      // sftp -b sets BatchMode, which forbids password prompts; the first value given wins.
-      '-o',
-      'BatchMode=no',
-      '-o',
-      'PubkeyAuthentication=no',
-      '-o',
-      'NumberOfPasswordPrompts=1',
-      '-o',
-      'StrictHostKeyChecking=no',
-      '-o',
-      'UserKnownHostsFile=/dev/null',
-      '-o',
-      'LogLevel=ERROR',
+      ...args,
+      ...SSH_OPTIONS,
       '-b',
       '-',
       '-P',
