@@ -37,7 +37,11 @@ export function serveProcess(dataDir: string, env: Record<string, string>): Prom
   const stderr: string[] = [];
   createInterface({ input: child.stdout! }).on('line', (l) => stdout.push(l));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('no ready line within 60 s')), 60_000);
+    // A process that never says ready (a log level above info hides the line) is not left behind.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error('no ready line within 60 s'));
+    }, 60_000);
     child.once('exit', (code) => reject(new Error(`exited with ${code} before ready`)));
     createInterface({ input: child.stderr! }).on('line', (line) => {
       stderr.push(line);

@@ -44,7 +44,8 @@ export interface RunResult {
   stderr: string;
 }
 
-const SSH_OPTIONS = [
+/** SSH_OPTIONS are what every OpenSSH client here is given: no host key checks, errors only. */
+export const SSH_OPTIONS = [
   '-o',
   'StrictHostKeyChecking=no',
   '-o',
@@ -53,7 +54,8 @@ const SSH_OPTIONS = [
   'LogLevel=ERROR',
 ];
 
-function authArgs(login: Login): { prefix: string[]; args: string[] } {
+/** authArgs are the program prefix (sshpass) and options that log an OpenSSH client in with `login`. */
+export function authArgs(login: Login): { prefix: string[]; args: string[] } {
   if ('password' in login)
     return {
       prefix: ['sshpass', '-p', login.password],
