@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config.ts';
-import { Database } from '../db/database.ts';
+import { Database, type DatabaseKind } from '../db/database.ts';
 import type { Logger } from '../log.ts';
 import { ApiKeys } from './accounts/api-keys.ts';
 import { Groups } from './accounts/groups.ts';
@@ -23,7 +23,8 @@ import { Billing } from './billing/billing.ts';
 import { Events } from './events/events.ts';
 import { Notifications } from './events/notifications.ts';
 import { createBlobStore } from './files/blobstores/index.ts';
-import { Files } from './files/files.ts';
+import { Files, type FileApi } from './files/files.ts';
+import { keepInternals } from './internals.ts';
 import { Locks } from './files/locks.ts';
 import { Properties } from './files/properties.ts';
 import { Paginator } from './pagination.ts';
@@ -65,7 +66,8 @@ export type { AccountLineItem, ImportResult } from './billing/billing.ts';
 export interface Core {
   readonly config: Config;
   readonly log: Logger;
-  readonly db: Database;
+  /** databaseKind names the database this core runs on (for the `ready` line) */
+  readonly databaseKind: DatabaseKind;
   readonly users: Users;
   readonly groups: Groups;
   readonly permissions: Permissions;
@@ -77,7 +79,8 @@ export interface Core {
   readonly gate: LoginGate;
   /** history answers SPEC's history endpoints (the last 24 hours of Actions) */
   readonly history: History;
-  readonly files: Files;
+  /** files is the file API adapters use: sessions, uploads, signed downloads */
+  readonly files: FileApi;
   /** events are webhooks (and their delivery log), exports, e-mail notifications, pruning */
   readonly events: Events;
   /** billing holds invoices and payments (SPEC AccountLineItem) */
@@ -162,10 +165,10 @@ export async function createCore(
   const apiKeys = new ApiKeys(ctx);
   const events = new Events(ctx, files.store);
   if (opts.background !== false) events.start();
-  return {
+  const core: Core = {
     config,
     log,
-    db,
+    databaseKind: db.kind,
     users: new Users(ctx),
     groups: new Groups(ctx),
     permissions: new Permissions(ctx),
@@ -198,4 +201,6 @@ export async function createCore(
       await db.close();
     },
   };
+  keepInternals(core, { db, files });
+  return core;
 }

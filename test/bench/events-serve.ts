@@ -22,6 +22,7 @@ import { createCore, operatorPrincipal, type Core } from '../../src/core/index.t
 import { recordAction } from '../../src/core/actions/record.ts';
 import { WebhookAttemptEntity, type WebhookAttemptRow } from '../../src/db/entities.ts';
 import { testConfig } from '../helpers/gateway.ts';
+import { dbOf } from '../helpers/internals.ts';
 
 const arg = (flag: string) => {
   const at = process.argv.indexOf(flag);
@@ -100,7 +101,7 @@ async function queueActions(core: Core, n: number): Promise<number> {
   const t0 = performance.now();
   const who = operatorPrincipal();
   for (let i = 0; i < n; i += 500) {
-    await core.db.work(async (em) => {
+    await dbOf(core).work(async (em) => {
       for (let j = i; j < Math.min(n, i + 500); j++)
         await recordAction(em, who, { action: 'create', path: `in/f${j}.bin`, size: 4096 });
     });
@@ -135,7 +136,7 @@ async function insertRecords(core: Core, n: number): Promise<void> {
       });
     }
     // updateEntity(false): TypeORM would re-read the 1,000 rows with one OR per row otherwise.
-    await core.db.work((em) =>
+    await dbOf(core).work((em) =>
       em.createQueryBuilder().insert().into(WebhookAttemptEntity).values(rows).updateEntity(false).execute(),
     );
   }

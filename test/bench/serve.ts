@@ -5,7 +5,7 @@
  *                                  SVC_TEST_DATABASE_URL names a server), a site-wide key and 100
  *                                  users; the line also carries pid, dataDir and ports (every bound
  *                                  listener by name). With --populate, the folder /big first gets N
- *                                  file rows, inserted through core.db.work in batches of 500
+ *                                  file rows, inserted through dbOf(core).work in batches of 500
  *                                  (populateMs says how long that took). --ports binds the named
  *                                  front ends (ftp, ftps, sftp, webdav) on free ports; --pasv sets
  *                                  the FTP passive port range (default config/default.yaml's);
@@ -19,6 +19,7 @@ import Koa from 'koa';
 import { operatorPrincipal, type Core } from '../../src/core/index.ts';
 import { FileEntity, type FileRow } from '../../src/db/entities.ts';
 import { startTestGateway } from '../helpers/gateway.ts';
+import { dbOf } from '../helpers/internals.ts';
 
 const [mode] = process.argv.slice(2);
 if (mode === 'peer') {
@@ -94,7 +95,7 @@ async function populate(core: Core, count: number): Promise<number> {
         blob_id: null,
       });
     }
-    await core.db.work((em) => em.insert(FileEntity, rows));
+    await dbOf(core).work((em) => em.insert(FileEntity, rows));
   }
   return Math.round(performance.now() - t0);
 }

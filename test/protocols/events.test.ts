@@ -29,6 +29,7 @@ import { createFtpUser, lftp, PASSWORD } from './ftp/clients.ts';
 import { API, login, sessionAuth } from './rest/client.ts';
 import { sftpBatch } from './sftp/clients.ts';
 import { run } from './webdav/fixture.ts';
+import { dbOf } from '../helpers/internals.ts';
 
 const SECRET = 'events-hook-secret';
 const ROOT = 'partners/alice';
@@ -103,7 +104,7 @@ describe(`webhooks and e-mail from every front end (${dbKind})`, function () {
     certFile = path.join(gw.config.data_dir, 'tls', 'cert.pem');
     // createFtpUser makes partners/alice and gives alice `full` on it, through the core.
     await createFtpUser(gw.core, 'alice', { root: ROOT, fields: { email: 'alice@example.test' } });
-    const alice = await gw.core.db.read((em) => em.findOneBy(UserEntity, { username: 'alice' }));
+    const alice = await dbOf(gw.core).read((em) => em.findOneBy(UserEntity, { username: 'alice' }));
     aliceId = alice!.id;
   });
   after(async () => {
@@ -256,7 +257,7 @@ describe(`webhooks and e-mail from every front end (${dbKind})`, function () {
       await p.client({ local, first, second });
 
       // The Actions this client caused, as the core recorded them.
-      const actions = await gw.core.db.read((em) =>
+      const actions = await dbOf(gw.core).read((em) =>
         em.find(ActionEntity, {
           where: { user_id: aliceId, action: In(FILE_ACTIONS) },
           order: { id: 'ASC' },
@@ -278,7 +279,7 @@ describe(`webhooks and e-mail from every front end (${dbKind})`, function () {
       // Wait for the delivery log to settle: every delivery of these Actions has succeeded, so
       // nothing more can be sent for them.
       const deliveries = await until('the three deliveries to succeed', async () => {
-        const rows = await gw.core.db.read((em) =>
+        const rows = await dbOf(gw.core).read((em) =>
           em.find(WebhookDeliveryEntity, { where: { action_id: In(ids) }, order: { action_id: 'ASC' } }),
         );
         return rows.length === 3 && rows.every((d) => d.status === 'succeeded') ? rows : null;
@@ -313,7 +314,7 @@ describe(`webhooks and e-mail from every front end (${dbKind})`, function () {
       expect(d).to.include({ action: 'destroy', path: moved, source: '' });
 
       // The delivery log: one successful attempt per delivery.
-      const attempts = await gw.core.db.read((em) =>
+      const attempts = await dbOf(gw.core).read((em) =>
         em.find(WebhookAttemptEntity, {
           where: { delivery_id: In(deliveries.map((x) => x.id)) },
           order: { delivery_id: 'ASC' },
@@ -369,7 +370,7 @@ describe(`webhooks and e-mail from every front end (${dbKind})`, function () {
     // Once the batch is sent its changes are deleted: then no second message can follow.
     await until(
       'the mail queue to empty',
-      async () => (await gw.core.db.read((em) => em.count(MailChangeEntity))) === 0,
+      async () => (await dbOf(gw.core).read((em) => em.count(MailChangeEntity))) === 0,
     );
     const sent = smtp.received.slice(before);
     expect(sent, 'messages').to.have.length(1);

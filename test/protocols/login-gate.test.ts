@@ -20,6 +20,7 @@ import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
 import { lftp, run } from './ftp/clients.ts';
 import { sftpBatch } from './sftp/clients.ts';
 import { unique } from './rest/client.ts';
+import { dbOf } from '../helpers/internals.ts';
 
 const API = '/api/rest/v1';
 const PASSWORD = 'first-password-1';
@@ -101,7 +102,7 @@ async function makeUser(
 }
 
 function actionsOf(core: Core, username: string): Promise<ActionRow[]> {
-  return core.db.read((em) => em.find(ActionEntity, { where: { username }, order: { id: 'ASC' } }));
+  return dbOf(core).read((em) => em.find(ActionEntity, { where: { username }, order: { id: 'ASC' } }));
 }
 
 /** within polls `check` until it holds, and fails if it still does not after `ms`. */
@@ -356,7 +357,7 @@ describe(`the login gate: one gate and one credential cache for every front end 
       });
       const failed = (await actionsOf(gw.core, user.name)).filter((x) => x.action === 'failedlogin');
       expect(failed).to.deep.equal([]);
-      const row = await gw.core.db.read((em) => em.findOneByOrFail(UserEntity, { id: user.id }));
+      const row = await dbOf(gw.core).read((em) => em.findOneByOrFail(UserEntity, { id: user.id }));
       expect(row.failed_logins).to.equal(0);
       expect(row.locked_until).to.equal(null);
       expect(await client.propfind([user.name, PASSWORD])).to.equal(207);

@@ -40,8 +40,20 @@ export interface SignedDownload {
   stream: Readable;
 }
 
+/**
+ * FileApi is what front ends use of the file service: a principal's file session, the multi-step
+ * uploads, signed downloads. Storage, leases and background work stay inside (internals.ts).
+ */
+export interface FileApi {
+  readonly uploads: Uploads;
+  session(p: Principal): FileSession;
+  downloadUrl(session: FileSession, path: string): Promise<{ entry: Entry; url: string }>;
+  describeSigned(token: string): Omit<SignedDownload, 'stream'>;
+  openSigned(token: string, range?: ByteRange, signal?: AbortSignal): Promise<SignedDownload>;
+}
+
 /** Files is the core's file service. */
-export class Files {
+export class Files implements FileApi {
   readonly uploads: Uploads;
   /** leases and garbage of this instance */
   readonly blobs: Blobs;

@@ -19,6 +19,7 @@ import {
   SPEC_ERROR_FIELDS,
   unique,
 } from './client.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 describe('REST authentication', () => {
   let gw: TestGateway;
@@ -28,7 +29,7 @@ describe('REST authentication', () => {
   after(async () => gw.stop());
 
   const actions = (where: FindOptionsWhere<ActionRow>) =>
-    gw.core.db.read((em) => em.find(ActionEntity, { where, order: { id: 'ASC' } }));
+    dbOf(gw.core).read((em) => em.find(ActionEntity, { where, order: { id: 'ASC' } }));
 
   describe('API keys', () => {
     it('accepts the key in X-SvcAPI-Key', async () => {
@@ -230,7 +231,7 @@ describe('REST authentication', () => {
       const fresh = await gw.request('GET', `${API}/users/${user.id}`, { headers: sessionAuth(id) });
       expect(fresh.status, fresh.text).to.equal(200);
       const idle = gw.config.sessions.idle_timeout_minutes * 60_000;
-      await gw.core.db.work((em) =>
+      await dbOf(gw.core).work((em) =>
         em.update(
           SessionEntity,
           { user_id: user.id },

@@ -10,6 +10,7 @@ import { expect } from 'chai';
 import { WebhookAttemptEntity } from '../../../src/db/entities.ts';
 import { dbKind, startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { API, createKey, createUser, expectError, keyAuth, unique } from './client.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '../../..');
@@ -73,7 +74,7 @@ describe(`REST events and billing (${dbKind})`, function () {
       });
       expectError(missing, 404, 'not-found/action-webhook-failure-not-found');
       // A failed delivery made directly (no webhook target needed to test the route).
-      const id = await gw.core.db.work(async (em) => {
+      const id = await dbOf(gw.core).work(async (em) => {
         const d = await em.query(
           `INSERT INTO webhook_deliveries (action_id, created_at, url, method, request_headers, body, path, folder, status, attempts, next_attempt_at)
            VALUES (1, 0, 'http://127.0.0.1:9/x', 'POST', '{}', '{}', 'a', '', 'failed', 5, 0) RETURNING id`,

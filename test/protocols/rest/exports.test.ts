@@ -10,6 +10,7 @@ import { parse } from 'csv-parse/sync';
 import { BlobGarbageEntity, ExportEntity, WebhookAttemptEntity } from '../../../src/db/entities.ts';
 import { dbKind, startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { API, createKey, createUser, expectError, keyAuth, unique } from './client.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 describe(`REST action notification exports (${dbKind})`, function () {
   this.timeout(60_000);
@@ -40,7 +41,7 @@ describe(`REST action notification exports (${dbKind})`, function () {
     });
     expect(r.status, r.text).to.equal(201);
     // 25 delivery records: 20 under team/ (odd ones failed with 500), 5 elsewhere.
-    await gw.core.db.work(async (em) => {
+    await dbOf(gw.core).work(async (em) => {
       const rows = [];
       for (let i = 0; i < 25; i++) {
         const path = i < 20 ? `team/sub/f${i}.txt` : `other/f${i}.txt`;
@@ -230,7 +231,7 @@ describe(`REST action notification exports (${dbKind})`, function () {
 
   it('streams an export larger than one read page into the CSV, in id order', async () => {
     // 4,500 records under big/: more than two of the builder's 2,000-row pages.
-    await gw.core.db.work(async (em) => {
+    await dbOf(gw.core).work(async (em) => {
       for (let start = 0; start < 4500; start += 500) {
         const rows = [];
         for (let i = start; i < start + 500; i++)
@@ -277,7 +278,7 @@ describe(`REST action notification exports (${dbKind})`, function () {
     };
     const [held, lapsed] = [await mk(), await mk()];
     // Claims as another instance would leave them: one still held, one whose holder died.
-    await gw.core.db.work(async (em) => {
+    await dbOf(gw.core).work(async (em) => {
       await em.update(
         ExportEntity,
         { id: held },
@@ -291,7 +292,7 @@ describe(`REST action notification exports (${dbKind})`, function () {
     });
     expect((await ready(lapsed, site())).status).to.equal('ready');
     await new Promise((res) => setTimeout(res, 200));
-    const row = await gw.core.db.read((em) => em.findOneByOrFail(ExportEntity, { id: held }));
+    const row = await dbOf(gw.core).read((em) => em.findOneByOrFail(ExportEntity, { id: held }));
     expect(row).to.include({ status: 'building', lease: 'other-instance' });
   });
 
@@ -330,13 +331,13 @@ describe(`REST action notification exports (${dbKind})`, function () {
     });
     const id = r.json.id as number;
     await ready(id, site());
-    const before = await gw.core.db.read((em) => em.findOneByOrFail(ExportEntity, { id }));
+    const before = await dbOf(gw.core).read((em) => em.findOneByOrFail(ExportEntity, { id }));
     expect(before.blob_id).to.be.a('string');
     const days = gw.core.config.events.retention_days;
     await gw.core.events.retention.tick(new Date(Date.now() + (days + 1) * 86_400_000));
-    expect(await gw.core.db.read((em) => em.existsBy(ExportEntity, { id }))).to.equal(false);
+    expect(await dbOf(gw.core).read((em) => em.existsBy(ExportEntity, { id }))).to.equal(false);
     expect(
-      await gw.core.db.read((em) => em.existsBy(BlobGarbageEntity, { blob_id: before.blob_id! })),
+      await dbOf(gw.core).read((em) => em.existsBy(BlobGarbageEntity, { blob_id: before.blob_id! })),
     ).to.equal(true);
   });
 });

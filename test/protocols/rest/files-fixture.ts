@@ -16,6 +16,7 @@ import { ActionEntity, FileEntity, type ActionRow } from '../../../src/db/entiti
 import { startTestGateway, type Response, type TestGateway } from '../../helpers/gateway.ts';
 import { startS3, type S3TestServer } from '../../helpers/s3.ts';
 import { API, keyAuth } from './client.ts';
+import { dbOf, filesOf } from '../../helpers/internals.ts';
 
 /** StoreKind names a blob store the file tests run against. */
 export type StoreKind = 'local' | 's3';
@@ -335,12 +336,12 @@ export class FilesFixture {
 
   /** actions reads the Action rows (newest last) matching `where`. */
   actions(where: FindOptionsWhere<ActionRow>): Promise<ActionRow[]> {
-    return this.gw.core.db.read((em) => em.find(ActionEntity, { where, order: { id: 'ASC' } }));
+    return dbOf(this.gw.core).read((em) => em.find(ActionEntity, { where, order: { id: 'ASC' } }));
   }
 
   /** snapshot is the whole namespace and the number of Actions, to show a refused request changed nothing. */
   async snapshot(): Promise<{ rows: string[]; actions: number }> {
-    return this.gw.core.db.read(async (em) => ({
+    return dbOf(this.gw.core).read(async (em) => ({
       rows: (await em.find(FileEntity, { order: { path: 'ASC' } })).map(
         (r) => `${r.path}|${r.type}|${r.size}|${r.blob_id}|${r.md5}|${r.mtime.getTime()}`,
       ),
@@ -350,14 +351,14 @@ export class FilesFixture {
 
   /** blobIdOf is the blob a file's row points at. */
   async blobIdOf(p: string): Promise<string> {
-    const row = await this.gw.core.db.read((em) => em.findOneBy(FileEntity, { path: p }));
+    const row = await dbOf(this.gw.core).read((em) => em.findOneBy(FileEntity, { path: p }));
     expect(row?.blob_id, `blob of ${p}`).to.be.a('string');
     return row!.blob_id!;
   }
 
   /** referencedBlobs lists the blobs file rows point at. */
   async referencedBlobs(): Promise<Set<string>> {
-    const rows = await this.gw.core.db.read((em) => em.find(FileEntity));
+    const rows = await dbOf(this.gw.core).read((em) => em.find(FileEntity));
     return new Set(rows.map((r) => r.blob_id).filter((b): b is string => !!b));
   }
 
@@ -377,8 +378,8 @@ export class FilesFixture {
 
   /** collectGarbage waits for the reclaims under way, then runs the core's safety-net collection. */
   async collectGarbage(): Promise<number> {
-    await this.gw.core.files.blobs.idle();
-    return this.gw.core.files.collectGarbage();
+    await filesOf(this.gw.core).blobs.idle();
+    return filesOf(this.gw.core).collectGarbage();
   }
 }
 

@@ -9,6 +9,7 @@ import type { IncomingMessage } from 'node:http';
 import { FileEntity, UploadEntity } from '../../../src/db/entities.ts';
 import { expectError } from './client.ts';
 import { crc32, filesFixture, md5, MiB, random, STORES, type FileEntry } from './files-fixture.ts';
+import { dbOf, filesOf } from '../../helpers/internals.ts';
 
 for (const store of STORES) {
   describe(`REST files: uploads (${store} store)`, function () {
@@ -329,9 +330,9 @@ for (const store of STORES) {
       const newBlob = await fx.blobIdOf('up/gc.bin');
       expect(newBlob).to.not.equal(oldBlob);
       // No reader holds the old blob: it goes right after the overwrite, without a collection.
-      await fx.gw.core.files.blobs.idle();
-      expect(await fx.gw.core.files.store.size(oldBlob)).to.equal(null);
-      expect(await fx.gw.core.files.store.size(newBlob)).to.equal(v2.length);
+      await filesOf(fx.gw.core).blobs.idle();
+      expect(await filesOf(fx.gw.core).store.size(oldBlob)).to.equal(null);
+      expect(await filesOf(fx.gw.core).store.size(newBlob)).to.equal(v2.length);
       if (local) {
         const blobsAfter = fx.localBlobs();
         expect(blobsAfter).to.not.include(oldBlob);
@@ -359,17 +360,18 @@ for (const store of STORES) {
       // An upload abandoned with a part sent, dropped when it expires.
       const abandoned = await fx.startUpload('up/abandoned.bin');
       await fx.putPart(abandoned, random(1000));
-      await fx.gw.core.db.work((em) =>
+      await dbOf(fx.gw.core).work((em) =>
         em.update(UploadEntity, { ref: abandoned.ref }, { expires_at: new Date(Date.now() - 1000) }),
       );
       await fx.collectGarbage();
       await fx.collectGarbage();
 
       const referenced = await fx.referencedBlobs();
-      for (const blob of referenced) expect(await fx.gw.core.files.store.size(blob), blob).to.not.equal(null);
+      for (const blob of referenced)
+        expect(await filesOf(fx.gw.core).store.size(blob), blob).to.not.equal(null);
       if (local) expect(fx.localBlobs()).to.deep.equal([...referenced].sort());
       else expect(await fx.s3!.uploadsInProgress()).to.equal(open);
-      const rows = await fx.gw.core.db.read((em) => em.count(FileEntity));
+      const rows = await dbOf(fx.gw.core).read((em) => em.count(FileEntity));
       expect(rows).to.be.above(0);
     });
   });

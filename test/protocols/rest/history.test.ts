@@ -24,6 +24,7 @@ import {
   sessionAuth,
   unique,
 } from './client.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 /** Action is SPEC's Action as the JSON answer carries it. */
 interface Action {
@@ -91,7 +92,7 @@ describe('REST history', () => {
 
   /** fileAction writes a file Action the way the file operations will (see the header) and returns its id. */
   const fileAction = (user: User | null, fields: ActionFields, when?: Date): Promise<number> =>
-    gw.core.db.work(async (em) => {
+    dbOf(gw.core).work(async (em) => {
       await recordAction(em, null, {
         interface: 'restapi',
         ip: '127.0.0.1',
@@ -105,7 +106,7 @@ describe('REST history', () => {
 
   /** newest is the id of the latest action, e.g. the one an API call just recorded. */
   const newest = async (): Promise<number> =>
-    (await gw.core.db.read((em) => em.findOne(ActionEntity, { where: {}, order: { id: 'DESC' } })))!.id;
+    (await dbOf(gw.core).read((em) => em.findOne(ActionEntity, { where: {}, order: { id: 'DESC' } })))!.id;
 
   const get = (path: string, headers: Record<string, string> = site) =>
     gw.request('GET', `${API}${path}`, { headers });
@@ -575,7 +576,7 @@ describe('REST history', () => {
       const now = Date.now();
       const sliver: number[] = [];
       for (let i = 0; i < 6000; i += 500) {
-        await gw.core.db.work(async (em) => {
+        await dbOf(gw.core).work(async (em) => {
           for (let j = i; j < i + 500; j++) {
             const path = j % 300 === 0 ? `sliver/d${j % 7}/f${j}.txt` : `busy/f${j}.txt`;
             const r = await em.insert(ActionEntity, {

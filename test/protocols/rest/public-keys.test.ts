@@ -13,6 +13,7 @@ import { fingerprintOf, parsePublicKey } from '../../../src/core/accounts/public
 import { ActionEntity } from '../../../src/db/entities.ts';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { API, createKey, createUser, expectError, keyAuth } from './client.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 describe('REST public keys', () => {
   let gw: TestGateway;
@@ -96,7 +97,7 @@ describe('REST public keys', () => {
       404,
       'not-found/public-key-not-found',
     );
-    const acts = await gw.core.db.read((em) => em.find(ActionEntity, { where: { user_id: user.id } }));
+    const acts = await dbOf(gw.core).read((em) => em.find(ActionEntity, { where: { user_id: user.id } }));
     expect(acts.map((a) => a.action)).to.include.members(['public_key_create', 'public_key_destroy']);
   });
 

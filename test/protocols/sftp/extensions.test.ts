@@ -14,6 +14,7 @@ import { operatorPrincipal, type Core } from '../../../src/core/index.ts';
 import { ActionEntity } from '../../../src/db/entities.ts';
 import { dbKind, startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { makeSftpUser, rawSftp, sftpBatch, str, u32, u64, type Login, type RawSftp } from './clients.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const PASSWORD = 'Sftp-password-2';
 const pw: Login = { password: PASSWORD };
@@ -37,7 +38,7 @@ async function read(core: Core, sitePath: string): Promise<Buffer> {
 }
 
 function actionsOf(core: Core, username: string) {
-  return core.db.read((em) => em.find(ActionEntity, { where: { username }, order: { id: 'ASC' } }));
+  return dbOf(core).read((em) => em.find(ActionEntity, { where: { username }, order: { id: 'ASC' } }));
 }
 
 /** Raw is a raw SFTP session with request helpers (ids counted here). */

@@ -14,6 +14,7 @@ import { ActionEntity } from '../../../src/db/entities.ts';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { API, keyAuth, unique } from '../rest/client.ts';
 import { exec, md5File, rawSftp, run, scp, sftpBatch, str, u32, u64, type Login } from './clients.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const PASSWORD = 'Sftp-password-1';
 
@@ -36,7 +37,7 @@ async function makeUser(
 }
 
 function actionsOf(core: Core, username: string) {
-  return core.db.read((em) => em.find(ActionEntity, { where: { username }, order: { id: 'ASC' } }));
+  return dbOf(core).read((em) => em.find(ActionEntity, { where: { username }, order: { id: 'ASC' } }));
 }
 
 describe('SFTP front end', function () {
@@ -290,7 +291,7 @@ describe('SFTP front end', function () {
 
 async function principal(gw: TestGateway, id: number) {
   const { UserEntity } = await import('../../../src/db/entities.ts');
-  const user = (await gw.core.db.read((em) => em.findOneBy(UserEntity, { id })))!;
+  const user = (await dbOf(gw.core).read((em) => em.findOneBy(UserEntity, { id })))!;
   return { user, apiKey: null, sessionDigest: null, interface: 'sftp' as const, ip: '127.0.0.1' };
 }
 

@@ -10,6 +10,7 @@ import { ActionEntity, type ActionRow } from '../../../src/db/entities.ts';
 import { operatorPrincipal } from '../../../src/core/index.ts';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { DAV, elements, parseXml, textOf, type El } from '../../../protocols/webdav/xml.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 /** DavResponse is what the client read. */
 export interface DavResponse {
@@ -58,7 +59,7 @@ export async function startDav(opts: { ftp?: boolean } = {}): Promise<DavFixture
     url: `https://127.0.0.1:${port}`,
     certFile,
     dav: (method, urlPath, opts = {}) => request(agent, port, method, urlPath, opts),
-    actions: () => gw.core.db.read((em) => em.find(ActionEntity, { order: { id: 'ASC' } })),
+    actions: () => dbOf(gw.core).read((em) => em.find(ActionEntity, { order: { id: 'ASC' } })),
     stop: async () => {
       agent.destroy();
       await gw.stop();

@@ -5,6 +5,7 @@ import { statfs } from 'node:fs/promises';
 import { operatorPrincipal } from '../../../src/core/index.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 import { hrefs, lockBody, propfindBody, startDav, type DavFixture } from './fixture.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 describe(`WebDAV front end (${dbKind})`, () => {
   let f: DavFixture;
@@ -259,7 +260,7 @@ describe(`WebDAV front end (${dbKind})`, () => {
         (await f.dav('PUT', '/locked.txt', { body: 'v2', headers: { If: `(<${token}>)` } })).status,
       ).to.equal(204);
       // The lock is in the database, where every instance reads it.
-      const rows = await f.gw.core.db.read((em) => em.query('SELECT token FROM dav_locks'));
+      const rows = await dbOf(f.gw.core).read((em) => em.query('SELECT token FROM dav_locks'));
       expect(rows.map((r: { token: string }) => r.token)).to.include(token);
       expect(
         (await f.dav('UNLOCK', '/locked.txt', { headers: { 'Lock-Token': '<urn:uuid:bogus>' } })).status,

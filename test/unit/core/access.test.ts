@@ -5,6 +5,7 @@ import type { ErrorType } from '../../../src/core/errors.ts';
 import { PermissionEntity, type PermissionLevel } from '../../../src/db/entities.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { expectError, principalFor, unique } from './fixtures.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const ALL: Capability[] = ['list', 'read', 'write', 'delete', 'admin'];
 
@@ -35,9 +36,9 @@ describe(`core access: permission matrix (${dbKind})`, () => {
   after(async () => t.close());
 
   const rights = async (p: Principal, path: string) =>
-    [...(await t.core.db.read((em) => rightsOn(em, p, path)))].sort();
+    [...(await dbOf(t.core).read((em) => rightsOn(em, p, path)))].sort();
   const require = (p: Principal, cap: Capability, path: string) =>
-    t.core.db.read((em) => requireCapability(em, p, cap, path));
+    dbOf(t.core).read((em) => requireCapability(em, p, cap, path));
   const newUser = async (fields: Record<string, unknown> = {}) =>
     t.core.users.create(op, { username: unique('u'), password: 'password-1', ...fields });
   const grant = (fields: Record<string, unknown>) => t.core.permissions.create(op, fields);
@@ -168,7 +169,7 @@ describe(`core access: permission matrix (${dbKind})`, () => {
         const root = unique('home/r');
         const user = await newUser({ user_root: `${root}/`, grant_permission: grantPermission });
         expect(user).to.not.have.property('grant_permission');
-        const rows = await t.core.db.read((em) =>
+        const rows = await dbOf(t.core).read((em) =>
           em.find(PermissionEntity, { where: { user_id: user.id }, order: { permission: 'ASC' } }),
         );
         expect(rows.map((r) => [r.path, r.permission, r.group_id])).to.deep.equal(
@@ -184,7 +185,7 @@ describe(`core access: permission matrix (${dbKind})`, () => {
       const user = await newUser({ user_root: 'g1/', grant_permission: 'read' });
       await t.core.users.update(op, user.id, { user_root: 'g2/', grant_permission: 'read+write' });
       await t.core.users.update(op, user.id, { grant_permission: 'read' });
-      const rows = await t.core.db.read((em) =>
+      const rows = await dbOf(t.core).read((em) =>
         em.find(PermissionEntity, { where: { user_id: user.id }, order: { path: 'ASC', permission: 'ASC' } }),
       );
       expect(rows.map((r) => `${r.path}:${r.permission}`)).to.deep.equal([

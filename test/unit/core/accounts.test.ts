@@ -20,6 +20,7 @@ import {
   unique,
   userRow,
 } from './fixtures.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const PASSWORD = 'password-123';
 
@@ -35,8 +36,8 @@ describe(`core accounts (${dbKind})`, () => {
     t.core.users.create(op, { username: unique('acc'), password: PASSWORD, ...fields });
   const newGroup = (fields: Record<string, unknown> = {}) =>
     t.core.groups.create(op, { name: unique('grp'), ...fields });
-  const userCount = () => t.core.db.read((em) => em.count(UserEntity));
-  const membershipCount = () => t.core.db.read((em) => em.count(MembershipEntity));
+  const userCount = () => dbOf(t.core).read((em) => em.count(UserEntity));
+  const membershipCount = () => dbOf(t.core).read((em) => em.count(MembershipEntity));
   /** siteAdmin logs a site admin in through the gate, so Actions carry a real user and interface. */
   const siteAdmin = async (iface: 'restapi' | 'web' = 'web', ip = freshIp()): Promise<Principal> => {
     const admin = await newUser({ site_admin: true });
@@ -197,7 +198,7 @@ describe(`core accounts (${dbKind})`, () => {
       );
       expect(await userCount()).to.equal(users);
       expect(await membershipCount()).to.equal(memberships);
-      expect(await t.core.db.read((em) => em.countBy(PermissionEntity, { path: 'half' }))).to.equal(0);
+      expect(await dbOf(t.core).read((em) => em.countBy(PermissionEntity, { path: 'half' }))).to.equal(0);
       const created = await actions(t.core, { action: 'user_create' });
       expect(created.filter((a) => a.targets.includes(username))).to.deep.equal([]);
       // and the name is still free
@@ -276,7 +277,7 @@ describe(`core accounts (${dbKind})`, () => {
       await t.core.permissions.create(op, { path: 'grp/del', permission: 'full', group_id: g.id });
       await t.core.groups.remove(op, g.id);
       expect((await t.core.users.get(op, u.id)).group_ids).to.equal(String(other.id));
-      expect(await t.core.db.read((em) => em.countBy(PermissionEntity, { group_id: g.id }))).to.equal(0);
+      expect(await dbOf(t.core).read((em) => em.countBy(PermissionEntity, { group_id: g.id }))).to.equal(0);
       await expectError(t.core.groups.get(op, g.id), 'not-found/group-not-found');
     });
 
@@ -286,7 +287,7 @@ describe(`core accounts (${dbKind})`, () => {
       const b = await newUser({ group_ids: String(g.id) });
       await t.core.users.remove(op, a.id);
       expect((await t.core.groups.get(op, g.id)).user_ids).to.equal(String(b.id));
-      expect(await t.core.db.read((em) => em.countBy(MembershipEntity, { user_id: a.id }))).to.equal(0);
+      expect(await dbOf(t.core).read((em) => em.countBy(MembershipEntity, { user_id: a.id }))).to.equal(0);
     });
 
     it('refuses unknown user ids and a taken or blank group name', async () => {
@@ -316,7 +317,7 @@ describe(`core accounts (${dbKind})`, () => {
 
       await t.core.users.remove(op, user.id);
 
-      const left = await t.core.db.read(async (em) => ({
+      const left = await dbOf(t.core).read(async (em) => ({
         user: await em.countBy(UserEntity, { id: user.id }),
         permissions: await em.countBy(PermissionEntity, { user_id: user.id }),
         keys: await em.countBy(ApiKeyEntity, { user_id: user.id }),
@@ -478,7 +479,7 @@ describe(`core accounts (${dbKind})`, () => {
         t.core.permissions.create(op, { path: 'x', permission: 'owner', user_id: u.id }),
         'permission',
       );
-      expect(await t.core.db.read((em) => em.countBy(PermissionEntity, { user_id: u.id }))).to.equal(0);
+      expect(await dbOf(t.core).read((em) => em.countBy(PermissionEntity, { user_id: u.id }))).to.equal(0);
     });
 
     it('looks user_id up from username, case-insensitively', async () => {
@@ -526,7 +527,7 @@ describe(`core accounts (${dbKind})`, () => {
       );
       // another level on the same path is a different permission
       await t.core.permissions.create(op, { path: 'dup', permission: 'readonly', user_id: u.id });
-      expect(await t.core.db.read((em) => em.countBy(PermissionEntity, { user_id: u.id }))).to.equal(2);
+      expect(await dbOf(t.core).read((em) => em.countBy(PermissionEntity, { user_id: u.id }))).to.equal(2);
     });
 
     it('lets a Folder Admin manage permissions inside their folder only', async () => {
@@ -571,7 +572,7 @@ describe(`core accounts (${dbKind})`, () => {
       await t.core.permissions.remove(p, inside.id);
       await t.core.permissions.remove(p, onFolder.id);
       await expectError(t.core.permissions.remove(p, outside.id), denied);
-      const left = await t.core.db.read((em) => em.findBy(PermissionEntity, { user_id: member.id }));
+      const left = await dbOf(t.core).read((em) => em.findBy(PermissionEntity, { user_id: member.id }));
       expect(left.map((r) => r.path)).to.deep.equal(['fa/other']);
       // a Folder Admin is not a site admin
       await expectError(
@@ -635,9 +636,9 @@ describe(`core accounts (${dbKind})`, () => {
       // another user's subscription is invisible to a plain user: listing, and deleting (not-found)
       expect((await t.core.notifications.list(p, {})).items.map((n) => n.id)).to.deep.equal([mine.id]);
       await expectError(t.core.notifications.remove(p, theirs.id), 'not-found/notification-not-found');
-      expect(await t.core.db.read((em) => em.countBy(NotificationEntity, { id: theirs.id }))).to.equal(1);
+      expect(await dbOf(t.core).read((em) => em.countBy(NotificationEntity, { id: theirs.id }))).to.equal(1);
       await t.core.notifications.remove(p, mine.id);
-      expect(await t.core.db.read((em) => em.countBy(NotificationEntity, { id: mine.id }))).to.equal(0);
+      expect(await dbOf(t.core).read((em) => em.countBy(NotificationEntity, { id: mine.id }))).to.equal(0);
     });
 
     it("lets a site admin manage anyone's, by user_id or username", async () => {
@@ -653,13 +654,13 @@ describe(`core accounts (${dbKind})`, () => {
       await expectModelError(t.core.notifications.create(admin, { path: 'a', user_id: 999994 }), 'user_id');
       expect((await t.core.notifications.list(admin, {})).items.map((n) => n.id)).to.include(byName.id);
       await t.core.notifications.remove(admin, byName.id);
-      expect(await t.core.db.read((em) => em.countBy(NotificationEntity, { id: byName.id }))).to.equal(0);
+      expect(await dbOf(t.core).read((em) => em.countBy(NotificationEntity, { id: byName.id }))).to.equal(0);
     });
   });
 
   describe('API keys', () => {
     const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
-    const keyRow = (id: number) => t.core.db.read((em) => em.findOneByOrFail(ApiKeyEntity, { id }));
+    const keyRow = (id: number) => dbOf(t.core).read((em) => em.findOneByOrFail(ApiKeyEntity, { id }));
 
     it('is 64 hex characters, shown once; only its SHA-256 digest is stored', async () => {
       const u = await newUser();
@@ -830,9 +831,9 @@ describe(`core accounts (${dbKind})`, () => {
         return k.core.apiKeys.create(op, { user_id: u.id, ...fields });
       };
       const setKeyTimes = (id: number, times: { last_use_at?: Date; expires_at?: Date }) =>
-        k.core.db.work((em) => em.update(ApiKeyEntity, { id }, times));
+        dbOf(k.core).work((em) => em.update(ApiKeyEntity, { id }, times));
       const lastUse = async (id: number) =>
-        (await k.core.db.read((em) => em.findOneByOrFail(ApiKeyEntity, { id }))).last_use_at;
+        (await dbOf(k.core).read((em) => em.findOneByOrFail(ApiKeyEntity, { id }))).last_use_at;
       const use = (key: string) => k.core.authenticateApiKey(key, 'restapi', '127.0.0.1');
 
       it('sets last_use_at on first use and rewrites it at most once per 3 hours', async () => {
@@ -865,7 +866,7 @@ describe(`core accounts (${dbKind})`, () => {
   describe('sessions', () => {
     // Time travel: an idle timeout of hours is tested by moving last_active_at into the past.
     const idleFor = (minutes: number, sessionId: string) =>
-      t.core.db.work((em) =>
+      dbOf(t.core).work((em) =>
         em.update(
           SessionEntity,
           { id_digest: createHash('sha256').update(sessionId).digest('hex') },
@@ -884,7 +885,7 @@ describe(`core accounts (${dbKind})`, () => {
       expect(p.user?.id).to.equal(u.id);
       expect(p.sessionDigest).to.be.a('string');
       // only a digest of the id is stored
-      const stored = await t.core.db.read((em) => em.findBy(SessionEntity, { user_id: u.id }));
+      const stored = await dbOf(t.core).read((em) => em.findBy(SessionEntity, { user_id: u.id }));
       expect(stored).to.have.length(1);
       expect(stored[0]!.id_digest).to.not.equal(id);
       await t.core.sessions.destroy(id);
@@ -908,7 +909,7 @@ describe(`core accounts (${dbKind})`, () => {
         }),
         'not-authenticated/invalid-username-or-password',
       );
-      expect(await t.core.db.read((em) => em.countBy(SessionEntity, { user_id: u.id }))).to.equal(0);
+      expect(await dbOf(t.core).read((em) => em.countBy(SessionEntity, { user_id: u.id }))).to.equal(0);
       await expectError(
         t.core.sessions.authenticate('z'.repeat(64), 'restapi', '127.0.0.1'),
         'not-authenticated/authentication-required',
@@ -934,7 +935,7 @@ describe(`core accounts (${dbKind})`, () => {
       const id = await open(u.username);
       await idleFor(idle - 1, id);
       await t.core.sessions.authenticate(id, 'restapi', '127.0.0.1');
-      const row = await t.core.db.read((em) =>
+      const row = await dbOf(t.core).read((em) =>
         em.findOneByOrFail(SessionEntity, { id_digest: createHash('sha256').update(id).digest('hex') }),
       );
       expect(Date.now() - row.last_active_at.getTime()).to.be.lessThan(60_000);
@@ -1009,7 +1010,7 @@ describe(`core accounts (${dbKind})`, () => {
         const u = await newUser();
         const p = await t.core.sessions.authenticate(await open(u.username), 'restapi', '127.0.0.1');
         await expectError(t.core.apiKeys.create(p, {}), 'not-authorized/reauthentication-needed-action');
-        expect(await t.core.db.read((em) => em.countBy(ApiKeyEntity, { user_id: u.id }))).to.equal(0);
+        expect(await dbOf(t.core).read((em) => em.countBy(ApiKeyEntity, { user_id: u.id }))).to.equal(0);
         const made = await t.core.apiKeys.create(p, {}, `password:${PASSWORD}`);
         expect(made.key).to.match(/^[0-9a-f]{64}$/);
       });

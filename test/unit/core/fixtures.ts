@@ -7,6 +7,7 @@ import type { FindOptionsWhere } from 'typeorm';
 import type { Core, ErrorType, Interface, Principal } from '../../../src/core/index.ts';
 import { GatewayError } from '../../../src/core/errors.ts';
 import { ActionEntity, UserEntity, type ActionRow, type UserRow } from '../../../src/db/entities.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 /** expectError awaits `work` and asserts it fails with a GatewayError of `type`, which it returns. */
 export async function expectError(work: Promise<unknown>, type: ErrorType): Promise<GatewayError> {
@@ -35,7 +36,7 @@ export async function expectModelError(work: Promise<unknown>, field: string): P
 
 /** userRow reads a user's current row. */
 export async function userRow(core: Core, id: number): Promise<UserRow> {
-  const row = await core.db.read((em) => em.findOneBy(UserEntity, { id }));
+  const row = await dbOf(core).read((em) => em.findOneBy(UserEntity, { id }));
   expect(row, `user ${id}`).to.not.equal(null);
   return row!;
 }
@@ -52,7 +53,7 @@ export async function principalFor(
 
 /** actions reads Action rows, oldest first, optionally filtered. */
 export function actions(core: Core, where: FindOptionsWhere<ActionRow> = {}): Promise<ActionRow[]> {
-  return core.db.read((em) => em.find(ActionEntity, { where, order: { id: 'ASC' } }));
+  return dbOf(core).read((em) => em.find(ActionEntity, { where, order: { id: 'ASC' } }));
 }
 
 let seq = 0;

@@ -9,6 +9,7 @@ import { operatorPrincipal, type Principal } from '../../../src/core/index.ts';
 import { ClientLoginEntity, UserEntity } from '../../../src/db/entities.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { actions, expectError, freshIp, unique } from './fixtures.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const PASSWORD = 'right-password';
 
@@ -36,7 +37,7 @@ describe(`core login gate: per-request passwords and unavailability (${dbKind})`
         (await actions(t.core, { user_id: user.id, action: 'login' })).map((a) => a.ip);
       expect(await logins()).to.deep.equal([ip, other]);
       // The window of `ip` ends (as if login_window_seconds had passed): the next request opens another.
-      await t.core.db.work((em) =>
+      await dbOf(t.core).work((em) =>
         em.update(ClientLoginEntity, { user_id: user.id, ip }, { login_at: new Date(0) }),
       );
       await auth(user.username, ip);
@@ -65,7 +66,7 @@ describe(`core login gate: per-request passwords and unavailability (${dbKind})`
       const user = await t.core.users.create(op, { username: unique('down'), password: PASSWORD });
       const ip = freshIp();
       // The connection (SQLite's file, PostgreSQL's pool) goes away under the running core.
-      await t.core.db.source.destroy();
+      await dbOf(t.core).source.destroy();
       try {
         const type = 'service-unavailable/login-unavailable';
         const req = { ip, username: user.username, password: PASSWORD };
@@ -80,10 +81,10 @@ describe(`core login gate: per-request passwords and unavailability (${dbKind})`
         );
         await expectError(t.core.gate.acceptsKey('sftp', user.username, Buffer.from('k')), type);
       } finally {
-        await t.core.db.source.initialize();
+        await dbOf(t.core).source.initialize();
       }
       expect(await actions(t.core, { user_id: user.id, action: 'failedlogin' })).to.deep.equal([]);
-      const row = await t.core.db.read((em) => em.findOneByOrFail(UserEntity, { id: user.id }));
+      const row = await dbOf(t.core).read((em) => em.findOneByOrFail(UserEntity, { id: user.id }));
       expect(row.failed_logins).to.equal(0);
     });
   });

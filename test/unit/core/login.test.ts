@@ -5,6 +5,7 @@ import { operatorPrincipal, type Interface } from '../../../src/core/index.ts';
 import { UserEntity } from '../../../src/db/entities.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { actions, expectError, freshIp, unique, userRow } from './fixtures.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const INTERFACES: Interface[] = ['restapi', 'ftp', 'sftp', 'dav', 'web'];
 const FLAG: Record<Interface, string> = {
@@ -263,7 +264,7 @@ describe(`core login gate (${dbKind})`, () => {
     // Time travel: the only way to let a 15-minute lockout expire in a unit test is to move
     // locked_until into the past, which the core offers no call for (by design).
     const expireLockout = (id: number) =>
-      t.core.db.work((em) => em.update(UserEntity, { id }, { locked_until: new Date(Date.now() - 1000) }));
+      dbOf(t.core).work((em) => em.update(UserEntity, { id }, { locked_until: new Date(Date.now() - 1000) }));
 
     it('locks a user out after 5 wrong passwords, even against the right one, with locked_out', async () => {
       expect(t.config.lockout.max_failures).to.equal(5);
@@ -323,7 +324,7 @@ describe(`core login gate (${dbKind})`, () => {
       for (let i = 0; i < 4; i++) await login(user.username, 'ftp', ip, 'wrong').catch(() => undefined);
       // Time travel: let the 15-minute failure window run out without waiting for it.
       const windowMs = t.config.lockout.window_minutes * 60_000;
-      await t.core.db.work((em) =>
+      await dbOf(t.core).work((em) =>
         em.update(
           UserEntity,
           { id: user.id },

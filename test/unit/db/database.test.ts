@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { GroupEntity, ActionEntity, FileEntity, entities } from '../../../src/db/entities.ts';
 import { isUniqueViolation } from '../../../src/db/database.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -13,11 +14,11 @@ describe(`database layer (${dbKind})`, () => {
   afterEach(async () => t.close());
 
   const groupNames = async () =>
-    (await t.core.db.read((em) => em.find(GroupEntity, { order: { name: 'ASC' } }))).map((g) => g.name);
+    (await dbOf(t.core).read((em) => em.find(GroupEntity, { order: { name: 'ASC' } }))).map((g) => g.name);
   const group = (name: string) => ({ name, notes: '', created_at: new Date() });
 
   it('a failing unit of work cannot erase the writes of units that ran beside it', async () => {
-    const db = t.core.db;
+    const db = dbOf(t.core);
     // A inserts, then fails after the others have started; B and C commit meanwhile.
     const a = db.work(async (em) => {
       await em.insert(GroupEntity, group('A'));
@@ -36,7 +37,7 @@ describe(`database layer (${dbKind})`, () => {
     it('(control) without the layer, TypeORM on better-sqlite3 does lose those writes', async () => {
       // Shows the hazard the layer exists for is real in this TypeORM version: if this test ever
       // fails, TypeORM fixed it and the serialization could be revisited.
-      const source = t.core.db.source;
+      const source = dbOf(t.core).source;
       const a = source.transaction(async (em) => {
         await em.insert(GroupEntity, group('A'));
         await sleep(50);
@@ -52,7 +53,7 @@ describe(`database layer (${dbKind})`, () => {
 
   it('runs many concurrent units of work without losing any', async () => {
     await Promise.all(
-      Array.from({ length: 50 }, (_, i) => t.core.db.work((em) => em.insert(GroupEntity, group(`g${i}`)))),
+      Array.from({ length: 50 }, (_, i) => dbOf(t.core).work((em) => em.insert(GroupEntity, group(`g${i}`)))),
     );
     expect(await groupNames()).to.have.length(50);
   });
@@ -60,7 +61,7 @@ describe(`database layer (${dbKind})`, () => {
   it('hands back sizes, ids and times as numbers and Dates', async () => {
     const big = 5 * 1024 ** 4; // 5 TB, SPEC's largest file, beyond 32 bits
     const when = new Date('2026-01-02T03:04:05.678Z');
-    await t.core.db.work(async (em) => {
+    await dbOf(t.core).work(async (em) => {
       await em.insert(FileEntity, {
         path: 'big.bin',
         parent: '',
@@ -87,17 +88,17 @@ describe(`database layer (${dbKind})`, () => {
         targets: '[]',
       });
     });
-    const file = await t.core.db.read((em) => em.findOneByOrFail(FileEntity, { path: 'big.bin' }));
+    const file = await dbOf(t.core).read((em) => em.findOneByOrFail(FileEntity, { path: 'big.bin' }));
     expect(file.size).to.be.a('number').and.equal(big);
     expect(file.mtime).to.be.instanceOf(Date);
     expect(file.mtime.getTime()).to.equal(when.getTime());
-    const action = await t.core.db.read((em) => em.findOneByOrFail(ActionEntity, { path: 'big.bin' }));
+    const action = await dbOf(t.core).read((em) => em.findOneByOrFail(ActionEntity, { path: 'big.bin' }));
     expect(action.id).to.be.a('number');
     expect(action.when.toISOString()).to.equal(when.toISOString());
   });
 
   it('reports unique-index violations so callers can answer with a model error', async () => {
-    await t.core.db.work((em) =>
+    await dbOf(t.core).work((em) =>
       em.insert(FileEntity, {
         path: 'x',
         parent: '',
@@ -110,7 +111,7 @@ describe(`database layer (${dbKind})`, () => {
         blob_id: null,
       }),
     );
-    const err = await t.core.db
+    const err = await dbOf(t.core)
       .work((em) =>
         em.insert(FileEntity, {
           path: 'x',
@@ -129,7 +130,7 @@ describe(`database layer (${dbKind})`, () => {
   });
 
   it('migrations build exactly the columns the entities use, and undo and redo cleanly', async () => {
-    const source = t.core.db.source;
+    const source = dbOf(t.core).source;
     const check = async () => {
       const runner = source.createQueryRunner();
       try {
@@ -145,15 +146,15 @@ describe(`database layer (${dbKind})`, () => {
       }
     };
     await check();
-    await t.core.db.work((em) => em.insert(GroupEntity, group('kept?')));
+    await dbOf(t.core).work((em) => em.insert(GroupEntity, group('kept?')));
     // Undo every migration, newest first, down to an empty database.
     for (let i = 0; i < source.migrations.length; i++) await source.undoLastMigration();
     const runner = source.createQueryRunner();
     expect(await runner.hasTable('users')).to.equal(false);
     expect(await runner.hasTable('uploads')).to.equal(false);
     await runner.release();
-    expect(await t.core.db.migrate()).to.deep.equal(source.migrations.map((m) => m.name));
-    expect(await t.core.db.migrate()).to.deep.equal([]);
+    expect(await dbOf(t.core).migrate()).to.deep.equal(source.migrations.map((m) => m.name));
+    expect(await dbOf(t.core).migrate()).to.deep.equal([]);
     await check();
   });
 });

@@ -17,6 +17,7 @@ import { MailChangeEntity, PermissionEntity, type MailChangeRow } from '../../..
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { collectGarbage } from '../../helpers/gc.ts';
 import { closedPort, startBrokenServer, startSmtp, type Received } from './smtp.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const MINUTE = 60_000;
 
@@ -74,11 +75,11 @@ async function watcher(core: Core, email: string): Promise<{ id: number; usernam
 }
 
 const rowsOf = (core: Core): Promise<MailChangeRow[]> =>
-  core.db.read((em) => em.find(MailChangeEntity, { order: { id: 'ASC' } }));
+  dbOf(core).read((em) => em.find(MailChangeEntity, { order: { id: 'ASC' } }));
 
 /** makeDue moves every queued change's due_at into the past: the window or the backoff ran out. */
 async function makeDue(core: Core): Promise<void> {
-  await core.db.work((em) =>
+  await dbOf(core).work((em) =>
     em
       .createQueryBuilder()
       .update(MailChangeEntity)
@@ -307,7 +308,7 @@ describe(`e-mail notifications (${dbKind})`, function () {
     await until('the SMTP connection', () => trickle.accepted === 1);
     const start = Date.now();
     // Read the rows after the core's loops stop, but before its database closes.
-    const db = opened.core.db;
+    const db = dbOf(opened.core);
     const rows = new Promise<MailChangeRow[]>((resolve) => {
       const close = db.close.bind(db);
       db.close = async () => {
@@ -388,7 +389,7 @@ describe(`e-mail notifications (${dbKind})`, function () {
     for (const f of ['watched/keep/k.txt', 'watched/lost/l.txt']) await put(t.core, f, f);
     expect(await rowsOf(t.core)).to.have.length(3);
     // Taken away after the changes were queued, before the message goes.
-    const lost = await t.core.db.read((em) => em.findBy(PermissionEntity, { path: 'watched/lost' }));
+    const lost = await dbOf(t.core).read((em) => em.findBy(PermissionEntity, { path: 'watched/lost' }));
     expect(lost.map((r) => r.user_id).sort()).to.deep.equal([both.id, gone.id].sort());
     for (const r of lost) await t.core.permissions.remove(op, r.id);
     await makeDue(t.core);

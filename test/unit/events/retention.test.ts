@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import { ActionEntity, WebhookAttemptEntity, WebhookDeliveryEntity } from '../../../src/db/entities.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const DAY = 86_400_000;
 
@@ -20,7 +21,7 @@ describe(`retention (${dbKind})`, function () {
     const now = Date.now();
     const old = new Date(now - 11 * DAY);
     const recent = new Date(now - 9 * DAY);
-    await t.core.db.work(async (em) => {
+    await dbOf(t.core).work(async (em) => {
       await em.createQueryBuilder().delete().from(ActionEntity).execute();
       const action = (when: Date, path: string) => ({ when, action: 'create', path, targets: '[]' });
       await em.insert(ActionEntity, [action(old, 'old.txt'), action(recent, 'recent.txt')]);
@@ -61,7 +62,7 @@ describe(`retention (${dbKind})`, function () {
       await em.insert(WebhookAttemptEntity, [attempt(old, 'old-attempt'), attempt(recent, 'recent-attempt')]);
     });
     expect(await t.core.events.retention.tick()).to.equal(false);
-    const left = await t.core.db.read(async (em) => ({
+    const left = await dbOf(t.core).read(async (em) => ({
       actions: (await em.find(ActionEntity, { order: { id: 'ASC' } })).map((r) => r.path),
       deliveries: (await em.find(WebhookDeliveryEntity, { order: { id: 'ASC' } })).map((r) => r.path),
       attempts: (await em.find(WebhookAttemptEntity, { order: { id: 'ASC' } })).map((r) => r.path),

@@ -14,6 +14,7 @@ import { WebhookAttemptEntity, WebhookDeliveryEntity } from '../../../src/db/ent
 import { createLogger } from '../../../src/log.ts';
 import { dbKind, openTestCore, testConfig, type TestCore } from '../../helpers/gateway.ts';
 import { HUGE_BYTES, startReceiver, type Answer, type Receiver, type Received } from './receiver.ts';
+import { dbOf } from '../../helpers/internals.ts';
 
 const SECRET = 'hook-secret';
 const fast = { poll_interval_ms: 25, webhook_backoff_seconds: 0.05, webhook_timeout_seconds: 1 };
@@ -74,7 +75,7 @@ describe(`webhooks (${dbKind})`, function () {
     expect(body).to.have.property('when').that.is.a('string');
     expect(body).to.have.property('id').that.is.a('number');
     const attempt = await until('the attempt row', () =>
-      t!.core.db.read((em) => em.findOneBy(WebhookAttemptEntity, { path: 'docs/a.txt' })),
+      dbOf(t!.core).read((em) => em.findOneBy(WebhookAttemptEntity, { path: 'docs/a.txt' })),
     );
     expect(attempt).to.include({
       status: 200,
@@ -116,10 +117,10 @@ describe(`webhooks (${dbKind})`, function () {
     await put(t.core, 'f.txt', 'x');
     await receiver.waitFor(3);
     const delivery = await until('the delivery to fail', () =>
-      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
+      dbOf(t!.core).read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
     );
     expect(delivery.attempts).to.equal(3);
-    const attempts = await t.core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+    const attempts = await dbOf(t.core).read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
     expect(attempts.map((a) => [a.status, a.success])).to.deep.equal([
       [500, false],
       [500, false],
@@ -133,7 +134,7 @@ describe(`webhooks (${dbKind})`, function () {
     await t.core.events.webhooks.retry(operatorPrincipal(), attempts[2]!.id);
     await receiver.waitFor(4);
     await until('the retried delivery to succeed', () =>
-      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
+      dbOf(t!.core).read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
     );
     const err = await t.core.events.webhooks
       .retry(operatorPrincipal(), attempts[2]!.id)
@@ -154,7 +155,7 @@ describe(`webhooks (${dbKind})`, function () {
     receiver.answer = () => 'hang';
     await put(t.core, 'f.txt', 'x');
     const attempts = await until('two attempts', async () => {
-      const rows = await t!.core.db.read((em) =>
+      const rows = await dbOf(t!.core).read((em) =>
         em.find(WebhookAttemptEntity, { order: { request_url: 'ASC' } }),
       );
       return rows.length === 2 ? rows : null;
@@ -171,7 +172,7 @@ describe(`webhooks (${dbKind})`, function () {
     receiver.answer = () => 302;
     await put(t.core, 'f.txt', 'x');
     const a = await until('the attempt', () =>
-      t!.core.db.read((em) => em.findOneBy(WebhookAttemptEntity, {})),
+      dbOf(t!.core).read((em) => em.findOneBy(WebhookAttemptEntity, {})),
     );
     expect(a).to.include({ status: 302, success: false });
     expect(receiver.received).to.have.length(1);
@@ -182,7 +183,7 @@ describe(`webhooks (${dbKind})`, function () {
     // Writing into a missing folder fails inside the unit of work.
     await put(t.core, 'missing/f.txt', 'x').catch(() => undefined);
     await new Promise((r) => setTimeout(r, 200));
-    expect(await t.core.db.read((em) => em.count(WebhookDeliveryEntity))).to.equal(0);
+    expect(await dbOf(t.core).read((em) => em.count(WebhookDeliveryEntity))).to.equal(0);
   });
 
   it('a restart loses nothing: a pending delivery is sent by the next core on the same database', async () => {
@@ -194,9 +195,9 @@ describe(`webhooks (${dbKind})`, function () {
     try {
       const first = await createCore(config, log, { background: false });
       await put(first, 'f.txt', 'x');
-      expect(await first.db.read((em) => em.countBy(WebhookDeliveryEntity, { status: 'pending' }))).to.equal(
-        1,
-      );
+      expect(
+        await dbOf(first).read((em) => em.countBy(WebhookDeliveryEntity, { status: 'pending' })),
+      ).to.equal(1);
       await first.close();
       expect(receiver.received).to.have.length(0);
       const second = await createCore(config, log);
@@ -204,7 +205,7 @@ describe(`webhooks (${dbKind})`, function () {
         const [got] = await receiver.waitFor(1);
         expect(JSON.parse(got!.body)).to.include({ action: 'create', path: 'f.txt' });
         await until('success', () =>
-          second.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
+          dbOf(second).read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
         );
       } finally {
         await second.close();
@@ -246,10 +247,12 @@ describe(`webhooks (${dbKind})`, function () {
       receiver.answer = (): Answer => (receiver.received.length === 1 ? first : 200);
       await put(t.core, 'f.txt', 'x');
       const d = await until('the delivery to succeed', () =>
-        t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
+        dbOf(t!.core).read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'succeeded' })),
       );
       expect(d).to.include({ attempts: 2, lease: null });
-      const attempts = await t.core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+      const attempts = await dbOf(t.core).read((em) =>
+        em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }),
+      );
       expect(attempts.map((a) => [a.status, a.success])).to.deep.equal([
         [status, false],
         [200, true],
@@ -265,10 +268,10 @@ describe(`webhooks (${dbKind})`, function () {
     receiver.answer = () => 'redirect-loop';
     await put(t.core, 'f.txt', 'x');
     const d = await until('the delivery to fail', () =>
-      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
+      dbOf(t!.core).read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
     );
     expect(d.attempts).to.equal(3);
-    const attempts = await t.core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+    const attempts = await dbOf(t.core).read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
     expect(attempts.map((a) => [a.status, a.success])).to.deep.equal([
       [302, false],
       [302, false],
@@ -285,7 +288,7 @@ describe(`webhooks (${dbKind})`, function () {
     const [got] = await receiver.waitFor(1);
     const a = await until(
       'the attempt',
-      () => t!.core.db.read((em) => em.findOneBy(WebhookAttemptEntity, {})),
+      () => dbOf(t!.core).read((em) => em.findOneBy(WebhookAttemptEntity, {})),
       15_000,
     );
     expect(a).to.include({ status: 200, success: true, message: 'delivered (HTTP 200)' });
@@ -308,7 +311,7 @@ describe(`webhooks (${dbKind})`, function () {
       // What instances leave in the table: two claims expired (their instance is gone), one live.
       const expired = { lease: 'stopped-instance', locked_until: new Date(Date.now() - 1000) };
       const live = { lease: 'live-instance', locked_until: new Date(Date.now() + 60_000) };
-      await core.db.work(async (em) => {
+      await dbOf(core).work(async (em) => {
         await em.update(WebhookDeliveryEntity, { path: 'again.txt' }, { ...expired, attempts: 0 });
         await em.update(WebhookDeliveryEntity, { path: 'last.txt' }, { ...expired, attempts: 2 });
         await em.update(WebhookDeliveryEntity, { path: 'live.txt' }, live);
@@ -316,8 +319,8 @@ describe(`webhooks (${dbKind})`, function () {
       await core.events.webhooks.tick();
       await core.events.webhooks.settle();
 
-      const rows = await core.db.read((em) => em.find(WebhookDeliveryEntity));
-      const attempts = await core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+      const rows = await dbOf(core).read((em) => em.find(WebhookDeliveryEntity));
+      const attempts = await dbOf(core).read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
       const byPath = (p: string) => {
         const d = rows.find((r) => r.path === p)!;
         return { d, log: attempts.filter((a) => a.delivery_id === d.id) };
@@ -354,14 +357,14 @@ describe(`webhooks (${dbKind})`, function () {
     receiver.answer = () => 500;
     await put(t.core, 'f.txt', 'x');
     const failed = await until('the delivery to fail', () =>
-      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
+      dbOf(t!.core).read((em) => em.findOneBy(WebhookDeliveryEntity, { status: 'failed' })),
     );
-    const [last] = await t.core.db.read((em) =>
+    const [last] = await dbOf(t.core).read((em) =>
       em.find(WebhookAttemptEntity, { where: { delivery_id: failed.id }, order: { id: 'DESC' }, take: 1 }),
     );
     // As an instance sending it would leave it: pending, leased, still live.
     const lease = (until: number) =>
-      t!.core.db.work((em) =>
+      dbOf(t!.core).work((em) =>
         em.update(
           WebhookDeliveryEntity,
           { id: failed.id },
@@ -382,10 +385,10 @@ describe(`webhooks (${dbKind})`, function () {
     receiver.answer = () => 200;
     await t.core.events.webhooks.retry(operatorPrincipal(), last!.id);
     const done = await until('the retried delivery to succeed', () =>
-      t!.core.db.read((em) => em.findOneBy(WebhookDeliveryEntity, { id: failed.id, status: 'succeeded' })),
+      dbOf(t!.core).read((em) => em.findOneBy(WebhookDeliveryEntity, { id: failed.id, status: 'succeeded' })),
     );
     expect(done.lease).to.equal(null);
-    const log = await t.core.db.read((em) =>
+    const log = await dbOf(t.core).read((em) =>
       em.find(WebhookAttemptEntity, { where: { delivery_id: failed.id }, order: { id: 'ASC' } }),
     );
     expect(log.map((a) => [a.status, a.success])).to.deep.equal([
@@ -429,7 +432,7 @@ describe(`webhooks (${dbKind})`, function () {
           "the child's claims at the receiver",
           async () => {
             if (instance.exitCode !== null) throw new Error(`the instance exited (${instance.exitCode})`);
-            const leased = await writer.db.read((em) =>
+            const leased = await dbOf(writer).read((em) =>
               em.createQueryBuilder(WebhookDeliveryEntity, 'd').where('d.lease IS NOT NULL').getCount(),
             );
             return leased > 0 && receiver.received.length === leased ? leased : null;
@@ -439,7 +442,7 @@ describe(`webhooks (${dbKind})`, function () {
         instance.kill('SIGKILL');
         expect(await exited).to.equal('SIGKILL');
         expect(
-          await writer.db.read((em) => em.count(WebhookAttemptEntity)),
+          await dbOf(writer).read((em) => em.count(WebhookAttemptEntity)),
           'attempts ended before the kill',
         ).to.equal(0);
       } finally {
@@ -454,11 +457,11 @@ describe(`webhooks (${dbKind})`, function () {
       await until(
         'every delivery to succeed',
         async () =>
-          (await core.db.read((em) => em.countBy(WebhookDeliveryEntity, { status: 'succeeded' }))) === N,
+          (await dbOf(core).read((em) => em.countBy(WebhookDeliveryEntity, { status: 'succeeded' }))) === N,
         60_000,
       );
-      const deliveries = await core.db.read((em) => em.find(WebhookDeliveryEntity));
-      const attempts = await core.db.read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
+      const deliveries = await dbOf(core).read((em) => em.find(WebhookDeliveryEntity));
+      const attempts = await dbOf(core).read((em) => em.find(WebhookAttemptEntity, { order: { id: 'ASC' } }));
       expect(deliveries).to.have.length(N);
       expect(new Set(receiver.received.map(actionId)).size, 'Actions received').to.equal(N);
       expect(receiver.received).to.have.length(N + inFlight);

@@ -10,6 +10,7 @@ import { BlobGarbageEntity, BlobLeaseEntity, FileEntity } from '../../../src/db/
 import { createLogger } from '../../../src/log.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { startS3, type S3TestServer } from '../../helpers/s3.ts';
+import { dbOf, filesOf } from '../../helpers/internals.ts';
 
 const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex');
 const KiB = 1024;
@@ -60,13 +61,13 @@ for (const store of ['local', 's3'] as const) {
     });
 
     const session = () => t.core.files.session(operatorPrincipal());
-    const blobs = () => t.core.files.blobs;
-    const exists = async (blobId: string) => (await t.core.files.store.size(blobId)) !== null;
+    const blobs = () => filesOf(t.core).blobs;
+    const exists = async (blobId: string) => (await filesOf(t.core).store.size(blobId)) !== null;
     const put = (p: string, data: Buffer) => session().write(p, Readable.from([data]));
     const blobOf = async (p: string) =>
-      (await t.core.db.read((em) => em.findOneByOrFail(FileEntity, { path: p }))).blob_id!;
+      (await dbOf(t.core).read((em) => em.findOneByOrFail(FileEntity, { path: p }))).blob_id!;
     const count = (entity: typeof BlobGarbageEntity | typeof BlobLeaseEntity) =>
-      t.core.db.read((em) => em.count(entity));
+      dbOf(t.core).read((em) => em.count(entity));
     const closed = (s: Readable) =>
       new Promise<void>((resolve) => (s.closed ? resolve() : s.once('close', resolve)));
 
@@ -110,7 +111,7 @@ for (const store of ['local', 's3'] as const) {
       }
       await session().remove('reading.bin');
       await blobs().idle();
-      await t.core.files.collectGarbage();
+      await filesOf(t.core).collectGarbage();
       expect(await exists(blob), 'the blob being read').to.equal(true);
       expect(await count(BlobLeaseEntity)).to.equal(1);
       for (let r = await it.next(); !r.done; r = await it.next()) chunks.push(r.value as Buffer);
@@ -144,16 +145,16 @@ for (const store of ['local', 's3'] as const) {
         await put('shared.bin', data);
         const blob = await blobOf('shared.bin');
         const d = await other.files.session(operatorPrincipal()).openRead('shared.bin');
-        expect(other.files.blobs.instance).to.not.equal(blobs().instance);
+        expect(filesOf(other).blobs.instance).to.not.equal(blobs().instance);
         await session().remove('shared.bin');
         await blobs().idle();
-        await t.core.files.collectGarbage();
+        await filesOf(t.core).collectGarbage();
         expect(await exists(blob)).to.equal(true);
         const chunks: Buffer[] = [];
         for await (const c of d.stream) chunks.push(c as Buffer);
         expect(md5(Buffer.concat(chunks))).to.equal(md5(data));
         await closed(d.stream);
-        await other.files.blobs.idle();
+        await filesOf(other).blobs.idle();
         expect(await exists(blob)).to.equal(false);
       } finally {
         await other.close();
@@ -164,7 +165,7 @@ for (const store of ['local', 's3'] as const) {
       await put('orphan.bin', randomBytes(100 * KiB));
       const blob = await blobOf('orphan.bin');
       // A reader on an instance that was killed: its lease row stays, nobody renews it.
-      await t.core.db.work((em) =>
+      await dbOf(t.core).work((em) =>
         em.insert(BlobLeaseEntity, {
           id: 'dead'.padEnd(32, '0'),
           blob_id: blob,
@@ -174,27 +175,27 @@ for (const store of ['local', 's3'] as const) {
       );
       await session().remove('orphan.bin');
       await blobs().idle();
-      await t.core.files.collectGarbage();
+      await filesOf(t.core).collectGarbage();
       expect(await exists(blob), 'held while the lease is live').to.equal(true);
-      await t.core.db.work((em) =>
+      await dbOf(t.core).work((em) =>
         em.update(BlobLeaseEntity, { instance: 'dead-instance' }, { expires_at: new Date(Date.now() - 1) }),
       );
-      expect(await t.core.files.collectGarbage()).to.equal(1);
+      expect(await filesOf(t.core).collectGarbage()).to.equal(1);
       expect(await exists(blob)).to.equal(false);
       expect(await count(BlobLeaseEntity)).to.equal(0);
     });
 
     it('a blob written but never committed (the writer died between put and commit) is collected', async () => {
       const pending = await blobs().create();
-      await t.core.files.store.put(pending.blobId, Readable.from([randomBytes(64 * KiB)]));
+      await filesOf(t.core).store.put(pending.blobId, Readable.from([randomBytes(64 * KiB)]));
       // While its writer lives the blob is safe from every collection.
-      await t.core.files.collectGarbage();
+      await filesOf(t.core).collectGarbage();
       expect(await exists(pending.blobId)).to.equal(true);
       // The writer's process dies: its lease is no longer renewed and expires.
-      await t.core.db.work((em) =>
+      await dbOf(t.core).work((em) =>
         em.update(BlobLeaseEntity, { id: pending.id }, { expires_at: new Date(Date.now() - 1) }),
       );
-      expect(await t.core.files.collectGarbage()).to.equal(1);
+      expect(await filesOf(t.core).collectGarbage()).to.equal(1);
       expect(await exists(pending.blobId)).to.equal(false);
       expect(await count(BlobGarbageEntity)).to.equal(0);
     });
@@ -227,7 +228,7 @@ for (const store of ['local', 's3'] as const) {
         await writeFile(fresh, randomBytes(1000));
         const hourAgo = new Date(Date.now() - 2 * 3600 * 1000);
         await utimes(stale, hourAgo, hourAgo);
-        expect(await t.core.files.sweepPartials()).to.equal(1);
+        expect(await filesOf(t.core).sweepPartials()).to.equal(1);
         expect(existsSync(stale)).to.equal(false);
         expect(existsSync(fresh), 'a put that may still be running').to.equal(true);
         // At start: a new instance on this data dir sweeps before it serves.
@@ -244,7 +245,7 @@ for (const store of ['local', 's3'] as const) {
 
 /** liveBytes sums the sizes of the files the namespace holds (each blob once). */
 async function liveBytes(t: TestCore): Promise<number> {
-  const rows = await t.core.db.read((em) => em.find(FileEntity, { where: { type: 'file' } }));
+  const rows = await dbOf(t.core).read((em) => em.find(FileEntity, { where: { type: 'file' } }));
   const seen = new Map(rows.map((r) => [r.blob_id, r.size ?? 0]));
   return [...seen.values()].reduce((a, b) => a + b, 0);
 }
