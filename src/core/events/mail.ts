@@ -13,7 +13,7 @@
  * instance. Permanent rejections (5xx) are retried the same way; last_error says which it was.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer from 'nodemailer';
 import { In, type EntityManager } from 'typeorm';
@@ -291,7 +291,9 @@ export class Mailer {
       dir,
       `${new Date().toISOString().replace(/[:.]/g, '-')}-user${userId}-${rows[0]!.id}.eml`,
     );
-    await writeFile(file, built.message as Buffer);
+    // Written aside and renamed: whoever watches the folder never reads half a message.
+    await writeFile(`${file}.tmp`, built.message as Buffer);
+    await rename(`${file}.tmp`, file);
     this.ctx.log.info('SMTP is not configured (SVC_SMTP_URL): notification e-mail written as a file', {
       file,
       user_id: userId,
