@@ -14,7 +14,7 @@ import { GatewayError } from '../errors.ts';
 import { ancestorsOf, isInside } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
 import { inSubtree } from './namespace.ts';
-import type { FileSession } from './session.ts';
+import type { SessionScope } from './scope.ts';
 
 /** MAX_LOCK_SECONDS caps a lock's timeout; `Infinite` gets this too (RFC 4918 §10.7 lets the server choose). */
 export const MAX_LOCK_SECONDS = 24 * 3600;
@@ -96,7 +96,7 @@ export async function requireUnlocked(
 export class Locks {
   constructor(private readonly ctx: CoreContext) {}
 
-  private view(session: FileSession, row: DavLockRow): DavLock {
+  private view(session: SessionScope, row: DavLockRow): DavLock {
     return {
       token: row.token,
       path: isInside(row.path, session.root) ? session.visible(row.path) : '',
@@ -124,7 +124,7 @@ export class Locks {
    * with `descendants` the locks on paths below it (what a DELETE or MOVE of a folder touches).
    */
   async affecting(
-    session: FileSession,
+    session: SessionScope,
     path: string,
     opts: { descendants?: boolean } = {},
   ): Promise<DavLock[]> {
@@ -137,7 +137,7 @@ export class Locks {
    * lock creates a lock on `path` (which need not exist: the adapter makes the lock-null file).
    * It needs write permission; a conflicting lock is `processing-failure/file-locked`.
    */
-  async lock(session: FileSession, path: string, req: LockRequest): Promise<DavLock> {
+  async lock(session: SessionScope, path: string, req: LockRequest): Promise<DavLock> {
     const site = session.site(path);
     const seconds = Math.max(1, Math.min(req.timeoutSeconds, MAX_LOCK_SECONDS));
     return this.ctx.db.work(async (em) => {
@@ -170,7 +170,12 @@ export class Locks {
   }
 
   /** refresh restarts the timeout of the live lock `token` that covers `path`. */
-  async refresh(session: FileSession, path: string, token: string, timeoutSeconds: number): Promise<DavLock> {
+  async refresh(
+    session: SessionScope,
+    path: string,
+    token: string,
+    timeoutSeconds: number,
+  ): Promise<DavLock> {
     const site = session.site(path);
     const seconds = Math.max(1, Math.min(timeoutSeconds, MAX_LOCK_SECONDS));
     return this.ctx.db.work(async (em) => {
@@ -184,7 +189,7 @@ export class Locks {
   }
 
   /** unlock removes the lock `token`, which must cover `path`; only its holder or a site admin may. */
-  async unlock(session: FileSession, path: string, token: string): Promise<void> {
+  async unlock(session: SessionScope, path: string, token: string): Promise<void> {
     const site = session.site(path);
     await this.ctx.db.work(async (em) => {
       const row = (await this.live(em, site, false)).find((r) => r.token === token);
@@ -194,7 +199,7 @@ export class Locks {
     });
   }
 
-  private requireHolder(session: FileSession, row: DavLockRow): void {
+  private requireHolder(session: SessionScope, row: DavLockRow): void {
     const p = session.principal;
     if (!isSiteAdmin(p) && (p.user?.id ?? null) !== row.user_id)
       throw new GatewayError('not-authorized/write-permission-required', 'This lock belongs to another user');

@@ -11,7 +11,7 @@ import type { BlobStore } from './blobstore.ts';
 import { GatewayError } from '../errors.ts';
 import { deleteLocksUnder } from './locks.ts';
 import { getRow, inSubtree } from './namespace.ts';
-import type { FileSession } from './session.ts';
+import type { SessionScope } from './scope.ts';
 
 /** DeadProperty is one stored property: its qualified name and its content as XML. */
 export interface DeadProperty {
@@ -80,7 +80,7 @@ export class Properties {
   ) {}
 
   /** getMany reads the dead properties of several paths of one session (a PROPFIND page). */
-  async getMany(session: FileSession, paths: string[]): Promise<Map<string, DeadProperty[]>> {
+  async getMany(session: SessionScope, paths: string[]): Promise<Map<string, DeadProperty[]>> {
     const bySite = new Map(paths.map((p) => [session.site(p), p]));
     const out = new Map<string, DeadProperty[]>(paths.map((p) => [p, []]));
     if (!paths.length) return out;
@@ -96,7 +96,7 @@ export class Properties {
    * patch applies PROPPATCH's changes in order, all or none, to an existing file or folder; it
    * needs write permission.
    */
-  async patch(session: FileSession, path: string, changes: PropertyChange[]): Promise<void> {
+  async patch(session: SessionScope, path: string, changes: PropertyChange[]): Promise<void> {
     for (const c of changes) {
       if (c.name.length > 255 || c.namespace.length > 1024)
         throw new GatewayError('bad-request/request-params-invalid', 'The property name is too long');
@@ -120,7 +120,7 @@ export class Properties {
    * quota is RFC 4331's pair for a session's tree: the bytes its files hold, and the bytes that
    * can still be stored (the blob store's free space), or null when the store cannot tell.
    */
-  async quota(session: FileSession): Promise<{ used: number; available: number | null }> {
+  async quota(session: SessionScope): Promise<{ used: number; available: number | null }> {
     const root = session.root;
     const used = await this.ctx.db.read(async (em) => {
       const qb = inSubtree(

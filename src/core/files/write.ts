@@ -21,28 +21,21 @@ import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import { baseName, parentOf } from '../paths.ts';
-import type { Principal } from '../principal.ts';
 import type { BlobStore } from './blobstore.ts';
 import { markGarbage, type Blobs, type NewBlob } from './blobs.ts';
 import { requireUnlocked } from './locks.ts';
 import { getRow, requireFolder, toEntry, type Entry } from './namespace.ts';
+import type { SessionScope } from './scope.ts';
 import { changeTree } from './tree.ts';
 import { concat, Hasher } from './transfers.ts';
 
 /** WriteScope is what a handle needs of the session that opened it. */
-export interface WriteScope {
+export interface WriteScope extends SessionScope {
   readonly ctx: CoreContext;
   readonly store: BlobStore;
   readonly blobs: Blobs;
-  readonly principal: Principal;
   /** WebDAV lock tokens the request submitted (none on the other front ends) */
   readonly lockTokens: ReadonlySet<string>;
-  /** the site folder the session sees as `/` ('' for the site root) */
-  readonly root: string;
-  /** site maps a client path to the site path */
-  site(path: string): string;
-  /** visible maps a site path back to the client's view */
-  visible(site: string): string;
 }
 
 /** BlobFacts describe a finished blob's content. */
