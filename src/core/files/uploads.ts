@@ -6,7 +6,8 @@
  * Local store: the gateway itself receives each part at its signed URL and keeps it as a blob; the
  * end streams the kept bytes and the parts, in order, into the file's new blob (md5 and crc32
  * computed on the way). S3 store: parts go straight to S3 by presigned UploadPart URLs and the end
- * completes the multipart upload; kept bytes are copied server-side (UploadPartCopy).
+ * completes the multipart upload; kept bytes are copied server-side (UploadPartCopy). A restart
+ * below S3's 5 MiB part minimum takes the gateway's way on S3 too.
  */
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -32,6 +33,11 @@ export const MIN_PART = 5 * 1024 * 1024;
 export const MAX_PART = 5 * 1024 ** 3;
 export const MAX_PARTS = 10_000;
 export const MAX_FILE = 5 * 1024 ** 4;
+/**
+ * COMPLETED stands for the store's upload id once the object store has assembled the parts: the
+ * object exists and only the commit is left (a retried end adopts it).
+ */
+const COMPLETED = 'completed';
 /** RECEIVING is the size of a part whose bytes are still arriving, or stopped arriving (a failed send). */
 const RECEIVING = -1;
 /** RECOMMENDED_PART is the part size the Upload object suggests: large enough for speed, small enough to retry. */
@@ -89,13 +95,11 @@ export class Uploads {
     const reserved = keep > 0 ? Math.ceil(keep / MAX_PART) : 0;
     const blobId = newBlobId();
     let storeUploadId: string | null = null;
-    if (isMultipartStore(this.store)) {
-      if (keep > 0 && keep < MIN_PART) {
-        throw new GatewayError(
-          'bad-request/invalid-upload-offset',
-          `On object storage restart must be 0 or at least ${MIN_PART} bytes`,
-        );
-      }
+    // S3 copies kept bytes into its multipart upload, but no part but the last may be under 5 MiB:
+    // a smaller restart (SPEC sets no lower bound) goes through the gateway instead, as on local
+    // disk: its parts are sent to gateway URLs and the end streams kept bytes and parts into the
+    // new object.
+    if (isMultipartStore(this.store) && !(keep > 0 && keep < MIN_PART)) {
       storeUploadId = await this.store.createUpload(blobId);
       // Equal copy parts, so none but the last client part is below S3's 5 MiB minimum.
       const copySize = Math.ceil(keep / Math.max(reserved, 1));
@@ -148,7 +152,7 @@ export class Uploads {
   ): Promise<Upload> {
     const n = part + row.reserved_parts;
     let uri: string;
-    if (row.store_upload_id && isMultipartStore(this.store))
+    if (row.store_upload_id && row.store_upload_id !== COMPLETED && isMultipartStore(this.store))
       uri = await this.store.partUrl(row.blob_id, row.store_upload_id, n, UPLOAD_TTL_S);
     else
       uri = `${this.ctx.config.public_url}/upload/${this.signer.sign({ ref: row.ref, n } satisfies PartClaims, UPLOAD_TTL_S)}`;
@@ -303,6 +307,17 @@ export class Uploads {
       await markGarbage(em, [row.restart_blob_id, ...garbage]);
     };
     try {
+      if (row.store_upload_id === COMPLETED) {
+        // Completed by an earlier end whose commit failed: the object is there, adopt it again.
+        const size = await this.store.size(row.blob_id);
+        if (size === null)
+          throw new GatewayError(
+            'processing-failure/file-not-uploaded',
+            'The upload was lost; start it again',
+          );
+        await handle.adopt(row.blob_id, { size, md5: null, crc32: null });
+        return await handle.commit({ within: (em) => ended(em, []) });
+      }
       if (row.store_upload_id && isMultipartStore(this.store)) {
         const parts = await this.store.listParts(row.blob_id, row.store_upload_id);
         this.checkParts(
@@ -317,22 +332,11 @@ export class Uploads {
           // The completed object is the upload's blob (the upload row keeps it from the collector
           // until the commit): adopted, so a failed commit leaves it for a retried end.
           await this.ctx.db.work((em) =>
-            em.update(UploadEntity, { ref: row.ref }, { store_upload_id: null }),
+            em.update(UploadEntity, { ref: row.ref }, { store_upload_id: COMPLETED }),
           );
           // Object storage assembled the bytes without us reading them: no md5/crc32 (SPEC allows null).
           await handle.adopt(row.blob_id, { size, md5: null, crc32: null });
         }
-        return await handle.commit({ within: (em) => ended(em, []) });
-      }
-      if (row.store_upload_id === null && isMultipartStore(this.store)) {
-        // Completed by an earlier end whose commit failed: the object is there, adopt it again.
-        const size = await this.store.size(row.blob_id);
-        if (size === null)
-          throw new GatewayError(
-            'processing-failure/file-not-uploaded',
-            'The upload was lost; start it again',
-          );
-        await handle.adopt(row.blob_id, { size, md5: null, crc32: null });
         return await handle.commit({ within: (em) => ended(em, []) });
       }
       const parts = await this.ctx.db.read((em) =>
@@ -404,7 +408,7 @@ export class Uploads {
       em.find(UploadEntity, { where: { expires_at: LessThan(new Date()) }, take: 100 }),
     );
     for (const row of expired) {
-      if (row.store_upload_id && isMultipartStore(this.store))
+      if (row.store_upload_id && row.store_upload_id !== COMPLETED && isMultipartStore(this.store))
         await this.store.abortUpload(row.blob_id, row.store_upload_id).catch(() => undefined);
       await this.ctx.db.work(async (em) => {
         const parts = await em.findBy(UploadPartEntity, { ref: row.ref });
