@@ -6,6 +6,7 @@ import { Events1764115200000 } from './0005-events.ts';
 import { EventFaults1764460800000 } from './0006-event-faults.ts';
 import { BlobLeases1764547200000 } from './0007-blob-leases.ts';
 import { ActionHistoryIndexes1764633600000 } from './0008-action-history-indexes.ts';
+import { PathFieldsForm1764806400000 } from './0010-path-fields-form.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -17,4 +18,5 @@ export const migrations = [
   EventFaults1764460800000,
   BlobLeases1764547200000,
   ActionHistoryIndexes1764633600000,
+  PathFieldsForm1764806400000,
 ];

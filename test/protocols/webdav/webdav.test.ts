@@ -40,7 +40,7 @@ describe(`WebDAV front end (${dbKind})`, () => {
       await f.gw.core.users.create(op, {
         username: 'carol',
         password: 'carol-password-1',
-        user_root: 'home/alice',
+        user_root: 'home/alice/',
       });
       await f.gw.core.permissions.create(op, {
         username: 'carol',
@@ -91,7 +91,7 @@ describe(`WebDAV front end (${dbKind})`, () => {
         username: 'ipuser',
         password: 'ipuser-password-1',
         allowed_ips: '127.0.0.1',
-        user_root: 'home/alice',
+        user_root: 'home/alice/',
       });
       await f.gw.core.permissions.create(op, {
         username: 'ipuser',
@@ -363,7 +363,7 @@ describe(`WebDAV front end (${dbKind})`, () => {
         await f.gw.core.users.create(op, {
           username: `u-${level}`,
           password: 'perm-password-1',
-          user_root: `perm/${level}`,
+          user_root: `perm/${level}/`,
         });
         await f.gw.core.permissions.create(op, {
           username: `u-${level}`,

@@ -1,0 +1,71 @@
+/**
+ * Migration 0010 (issue 11 item 6): rows whose user_root, permission path or notification path
+ * were written outside the API with slashes SPEC does not allow are rewritten in SPEC's form, and
+ * a permission or notification that then repeats another is dropped.
+ */
+import { expect } from 'chai';
+import { NotificationEntity, PermissionEntity, UserEntity } from '../../../src/db/entities.ts';
+import { operatorPrincipal } from '../../../src/core/principal.ts';
+import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
+
+describe(`migration 0010: path fields in SPEC's form (${dbKind})`, () => {
+  let t: TestCore;
+  before(async () => {
+    t = await openTestCore();
+  });
+  after(async () => t.close());
+
+  it('rewrites user_root, permission and notification paths written with slashes SPEC refuses', async () => {
+    const op = operatorPrincipal();
+    const user = async (username: string) =>
+      (await t.core.users.create(op, { username, password: 'user-password-1' })).id;
+    const [a, b, c, d] = [
+      await user('rooted'),
+      await user('bare'),
+      await user('slashes'),
+      await user('kept'),
+    ];
+    const source = t.core.db.source;
+    expect(source.migrations.at(-1)!.name).to.equal('PathFieldsForm1764806400000');
+    await source.undoLastMigration();
+    await t.core.db.work(async (em) => {
+      for (const [id, root] of [
+        [a, '/home/rooted/'],
+        [b, 'home/bare'],
+        [c, '//home//slashes'],
+        [d, 'home/kept/'],
+      ] as const)
+        await em.update(UserEntity, { id }, { user_root: root });
+      const perm = (user_id: number, path: string, permission: 'full' | 'readonly' = 'full') =>
+        em.insert(PermissionEntity, { user_id, group_id: null, path, permission, created_at: new Date() });
+      await perm(a, 'home/rooted');
+      await perm(a, '/home/rooted/'); // the same right twice once rewritten: dropped
+      await perm(b, '/home/bare', 'readonly');
+      const note = (user_id: number, path: string) =>
+        em.insert(NotificationEntity, { user_id, path, created_at: new Date() });
+      await note(a, 'reports/');
+      await note(b, 'reports');
+      await note(b, '/reports'); // repeats b's: dropped
+    });
+    expect(await t.core.db.migrate()).to.deep.equal(['PathFieldsForm1764806400000']);
+
+    const roots = await t.core.db.read((em) => em.find(UserEntity, { order: { id: 'ASC' } }));
+    const rootOf = (id: number) => roots.find((r) => r.id === id)!.user_root;
+    expect([a, b, c, d].map(rootOf)).to.deep.equal([
+      'home/rooted/',
+      'home/bare/',
+      'home/slashes/',
+      'home/kept/',
+    ]);
+    const perms = await t.core.db.read((em) => em.find(PermissionEntity, { order: { id: 'ASC' } }));
+    expect(perms.map((p) => [p.user_id, p.path, p.permission])).to.deep.equal([
+      [a, 'home/rooted', 'full'],
+      [b, 'home/bare', 'readonly'],
+    ]);
+    const notes = await t.core.db.read((em) => em.find(NotificationEntity, { order: { id: 'ASC' } }));
+    expect(notes.map((n) => [n.user_id, n.path])).to.deep.equal([
+      [a, 'reports'],
+      [b, 'reports'],
+    ]);
+  });
+});
