@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { GatewayError, modelSaveError } from './errors.ts';
+import { normalizeFolderPath } from './paths.ts';
 
 /** bool accepts true/false and the strings XML and forms send for them. */
 export const bool = z.union(
@@ -48,6 +49,31 @@ export const text = (max?: number) =>
   z
     .union([z.string(), z.number().transform(String)], { error: 'must be a string' })
     .pipe(max ? z.string().max(max, { error: `is too long (maximum is ${max} characters)` }) : z.string());
+
+/**
+ * folderPath is SPEC's form of a folder field: slash-delimited, never starting with a slash, and
+ * ending with one when `trailingSlash` (`user_root`) or never (a permission's or a notification's
+ * `path`); '' is the site root; no `.`, `..` or empty segments. A value breaking the rule is
+ * refused naming it, never stored in another form: what a client sent is what it reads back.
+ */
+export const folderPath = (max: number, { trailingSlash = false } = {}) =>
+  text(max).transform((v, c) => {
+    if (v === '') return '';
+    const problems: string[] = [];
+    if (v.startsWith('/')) problems.push('must not start with a slash');
+    if (trailingSlash && !v.endsWith('/')) problems.push('must end with a slash');
+    if (!trailingSlash && v.endsWith('/') && v !== '/') problems.push('must not end with a slash');
+    const body = trailingSlash && v.endsWith('/') ? v.slice(0, -1) : v;
+    const r = normalizeFolderPath(body, trailingSlash ? max - 1 : max);
+    if ('problem' in r) problems.push(r.problem);
+    // 'a//' as a user_root: its body 'a/' normalizes to 'a'.
+    else if (problems.length === 0 && r.path !== body) problems.push('must not contain empty segments (//)');
+    if ('problem' in r || problems.length) {
+      for (const message of problems) c.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    }
+    return trailingSlash ? `${r.path}/` : r.path;
+  });
 
 /** idList accepts SPEC's comma-separated integer string ("1,2,3"), an array, or a number. */
 export const idList = z.union(

@@ -448,7 +448,7 @@ describe(`Resources: every protocol closes what it opened (${dbKind})`, function
     writeFileSync(path.join(tmp, 'small'), SMALL);
     const op = operatorPrincipal();
     await gw.core.namespace.mkdir(op, ROOT);
-    await gw.core.users.create(op, { username: USER, password: PASSWORD, user_root: ROOT });
+    await gw.core.users.create(op, { username: USER, password: PASSWORD, user_root: `${ROOT}/` });
     await gw.core.permissions.create(op, { username: USER, path: ROOT, permission: 'full' });
     const local = new Map<number, string>();
     for (const [name, port] of Object.entries(gw.ports))
@@ -558,7 +558,7 @@ describe(`Resources: the idle timeout closes the server's side of silent clients
     });
     const op = operatorPrincipal();
     await gw.core.namespace.mkdir(op, ROOT);
-    await gw.core.users.create(op, { username: USER, password: PASSWORD, user_root: ROOT });
+    await gw.core.users.create(op, { username: USER, password: PASSWORD, user_root: `${ROOT}/` });
     await gw.core.permissions.create(op, { username: USER, path: ROOT, permission: 'full' });
     // Larger than what loopback's socket buffers hold, so a client that reads nothing stalls it.
     await writeSiteFile(gw.core, `${ROOT}/huge`, Buffer.alloc(48 * 1024 * 1024, 'huge file '));

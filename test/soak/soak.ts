@@ -245,7 +245,7 @@ async function load(o: SoakOptions, gateway: ServedProcess, dataDir: string): Pr
     const root = `home/${user}`;
     expectStatus(await admin.call('POST', `/folders/${root}`), [201], 'POST /folders');
     expectStatus(
-      await admin.call('POST', '/users', { username: user, password: USER_PASSWORD, user_root: root }),
+      await admin.call('POST', '/users', { username: user, password: USER_PASSWORD, user_root: `${root}/` }),
       [201],
       'POST /users',
     );

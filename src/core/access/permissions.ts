@@ -18,7 +18,7 @@ import { GatewayError, modelSaveError } from '../errors.ts';
 import type { Page, PageRequest } from '../pagination.ts';
 import { normalizeFolderPath } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
-import { int, parseFields, text } from '../validation.ts';
+import { folderPath, int, parseFields, text } from '../validation.ts';
 import { requireFullKey } from './guards.ts';
 import { groupIdsOf, requireCapability } from './rights.ts';
 
@@ -35,8 +35,10 @@ export interface Permission {
 
 const levels = ['full', 'readonly', 'writeonly', 'previewonly', 'admin'] as const;
 
-/** folderPath validates SPEC's permission/notification path (max 5000, no leading or trailing slash needed). */
-export const folderPath = text(5000).transform((v, c) => {
+// SPEC "Permission": path must neither start nor end with a slash. A list filter is not stored,
+// so it takes the slashes a client may add and drops them.
+const permissionPath = folderPath(5000);
+const pathFilter = text(5000).transform((v, c) => {
   const r = normalizeFolderPath(v, 5000);
   if ('problem' in r) {
     c.addIssue({ code: 'custom', message: r.problem });
@@ -46,7 +48,7 @@ export const folderPath = text(5000).transform((v, c) => {
 });
 
 const createSchema = z.object({
-  path: folderPath,
+  path: permissionPath,
   permission: z.enum(levels, { error: `must be one of ${levels.join(', ')}` }),
   user_id: int.nullable().optional(),
   username: text(50).optional(),
@@ -54,7 +56,7 @@ const createSchema = z.object({
 });
 
 const filterSchema = z.object({
-  path: folderPath.optional(),
+  path: pathFilter.optional(),
   user_id: int.optional(),
   group_id: int.optional(),
 });

@@ -19,9 +19,8 @@ import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, modelSaveError } from '../errors.ts';
 import type { Page, PageRequest } from '../pagination.ts';
-import { normalizeFolderPath } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
-import { bool, idList, parseFields, text } from '../validation.ts';
+import { bool, folderPath, idList, parseFields, text } from '../validation.ts';
 import { hashPassword, PASSWORD_MAX_BYTES, PASSWORD_MIN } from './passwords.ts';
 import { checkReauthentication } from './reauthentication.ts';
 
@@ -99,15 +98,8 @@ const allowedIps = text().transform((v, c) => {
     .join('\n');
 });
 
-const userRoot = text(250).transform((v, c) => {
-  const r = normalizeFolderPath(v, 249);
-  if ('problem' in r) {
-    c.addIssue({ code: 'custom', message: r.problem });
-    return z.NEVER;
-  }
-  // SPEC: user_root does not start with a slash and ends with one ('' is the site root).
-  return r.path === '' ? '' : `${r.path}/`;
-});
+// SPEC "User": user_root must not start with a slash and must end with one.
+const userRoot = folderPath(250, { trailingSlash: true });
 
 const fields = {
   username,

@@ -21,7 +21,7 @@ import {
 } from '../../db/entities.ts';
 import { parseTime } from '../actions/history.ts';
 import { requireFullKey } from '../access/guards.ts';
-import { requireCapability } from '../access/rights.ts';
+import { requireCapability, rightsOnEach } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, modelSaveError } from '../errors.ts';
 import type { BlobStore } from '../files/blobstore.ts';
@@ -200,7 +200,7 @@ export class Exports {
     return this.view(row);
   }
 
-  /** get shows an export to site admins and to the user who made it. */
+  /** get shows an export to site admins and to Folder Admins of everything it queries. */
   async get(p: Principal, id: number): Promise<ActionNotificationExport> {
     return this.view(await this.find(p, id));
   }
@@ -386,12 +386,35 @@ export class Exports {
     }
   }
 
+  /**
+   * find reads an export for `p` by SPEC's rule, "Folder Admin or above": site admins see every
+   * export, anyone else one whose every queried folder and path they hold `admin` on (whoever made
+   * it, as with permissions inside their folder, DESIGN.md "Who manages what"). A user with another
+   * permission there gets `folder-admin-permission-required`; one with none at all, or asking for
+   * a whole-log export (site admins' only) without a permission on the root, gets not-found, so
+   * an export's existence tells nothing about folders the user cannot see.
+   */
   private async find(p: Principal, id: number): Promise<ExportRow> {
     requireFullKey(p);
-    const row = await this.ctx.db.read((em) => em.findOneBy(ExportEntity, { id }));
-    if (!row || (!isSiteAdmin(p) && (row.user_id === null || row.user_id !== p.user?.id)))
-      throw new GatewayError('not-found/action-notification-export-not-found', `Export ${id} not found`);
-    return row;
+    return this.ctx.db.read(async (em) => {
+      const row = await em.findOneBy(ExportEntity, { id });
+      const notFound = new GatewayError(
+        'not-found/action-notification-export-not-found',
+        `Export ${id} not found`,
+      );
+      if (!row) throw notFound;
+      if (isSiteAdmin(p)) return row;
+      const q = JSON.parse(row.query) as ExportQuery;
+      const places = [...new Set([...q.folder, ...q.path])];
+      if (places.length === 0) places.push('');
+      const rights = [...(await rightsOnEach(em, p, places)).values()];
+      if (rights.every((r) => r.has('admin'))) return row;
+      if (rights.every((r) => r.size === 0)) throw notFound;
+      throw new GatewayError(
+        'not-authorized/folder-admin-permission-required',
+        `Export ${id} is for Folder Admins of ${places.map((f) => `/${f}`).join(', ')}`,
+      );
+    });
   }
 
   /** select is the delivery records an export's query matches, up to the pinned id. */

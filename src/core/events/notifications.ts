@@ -5,13 +5,12 @@
 import { In, type EntityManager, type FindOptionsWhere } from 'typeorm';
 import { z } from 'zod';
 import { NotificationEntity, UserEntity, type NotificationRow } from '../../db/entities.ts';
-import { folderPath } from '../access/permissions.ts';
 import { requireFullKey } from '../access/guards.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, modelSaveError } from '../errors.ts';
 import type { Page, PageRequest } from '../pagination.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
-import { int, parseFields, text } from '../validation.ts';
+import { folderPath, int, parseFields, text } from '../validation.ts';
 
 /** Notification is a subscription as the API shows it. */
 export interface Notification {
@@ -21,7 +20,12 @@ export interface Notification {
   username: string;
 }
 
-const createSchema = z.object({ path: folderPath, user_id: int.optional(), username: text(50).optional() });
+// SPEC "Notification": path has no leading or trailing slash.
+const createSchema = z.object({
+  path: folderPath(5000),
+  user_id: int.optional(),
+  username: text(50).optional(),
+});
 
 /** Notifications manages e-mail subscriptions. */
 export class Notifications {

@@ -7,6 +7,7 @@ import { EventFaults1764460800000 } from './0006-event-faults.ts';
 import { BlobLeases1764547200000 } from './0007-blob-leases.ts';
 import { ActionHistoryIndexes1764633600000 } from './0008-action-history-indexes.ts';
 import { ClientLogins1764806400000 } from './0009-client-logins.ts';
+import { PathFieldsForm1764892800000 } from './0010-path-fields-form.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -19,4 +20,5 @@ export const migrations = [
   BlobLeases1764547200000,
   ActionHistoryIndexes1764633600000,
   ClientLogins1764806400000,
+  PathFieldsForm1764892800000,
 ];

@@ -32,7 +32,7 @@ export async function createFtpUser(
   await core.users.create(operatorPrincipal(), {
     username,
     password: PASSWORD,
-    user_root: root,
+    user_root: `${root}/`,
     ...(opts.fields ?? {}),
   });
   if (opts.permission !== null)

@@ -208,6 +208,56 @@ describe(`REST action notification exports (${dbKind})`, function () {
     );
   });
 
+  it("answers a Folder Admin with the folder's exports, full permission with 403, no permission with 404", async () => {
+    const full = await createUser(gw, { username: unique('full') });
+    const fullKey = (await createKey(gw, full.id)).key;
+    const granted = await gw.request('POST', `${API}/permissions`, {
+      headers: site(),
+      body: { path: 'team', permission: 'full', user_id: full.id },
+    });
+    expect(granted.status, granted.text).to.equal(201);
+    const team = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: { query_folder: 'team' },
+    });
+    expect(team.status, team.text).to.equal(201);
+    const whole = await gw.request('POST', `${API}/action_notification_exports`, {
+      headers: site(),
+      body: {},
+    });
+    expect(whole.status, whole.text).to.equal(201);
+    await ready(team.json.id as number, site());
+    await ready(whole.json.id as number, site());
+    const show = (id: unknown, key: string) =>
+      gw.request('GET', `${API}/action_notification_exports/${id}`, { headers: keyAuth(key) });
+    const results = (id: unknown, key: string) =>
+      gw.request('GET', `${API}/action_notification_export_results?action_notification_export_id=${id}`, {
+        headers: keyAuth(key),
+      });
+
+    // The Folder Admin of team reads the site admin's export of team, and its 20 results.
+    const seen = await show(team.json.id, adminKey);
+    expect(seen.status, seen.text).to.equal(200);
+    expect(seen.json).to.include({ id: team.json.id, query_folder: 'team', status: 'ready' });
+    const rows = await results(team.json.id, adminKey);
+    expect(rows.status, rows.text).to.equal(200);
+    expect(rows.json).to.have.length(20);
+    // full is not Folder Admin: SPEC's access rule, named.
+    expectError(await show(team.json.id, fullKey), 403, 'not-authorized/folder-admin-permission-required');
+    expectError(await results(team.json.id, fullKey), 403, 'not-authorized/folder-admin-permission-required');
+    // Without any permission on team the export is not there, exactly as an id no export has.
+    for (const r of [
+      await show(team.json.id, plainKey),
+      await results(team.json.id, plainKey),
+      await show(999999, plainKey),
+      await results(999999, fullKey),
+    ])
+      expectError(r, 404, 'not-found/action-notification-export-not-found');
+    // A whole-log export is the site's: no permission on the root, so not found for both.
+    for (const key of [fullKey, adminKey])
+      expectError(await show(whole.json.id, key), 404, 'not-found/action-notification-export-not-found');
+  });
+
   it('rejects bad dates and fields, and a missing export id', async () => {
     expectError(
       await gw.request('POST', `${API}/action_notification_exports`, {

@@ -1,10 +1,11 @@
 /**
  * SPEC "Resources and their fields" and "Endpoints": CRUD of users, groups, permissions,
  * notifications and API keys over real HTTPS, with SPEC's status codes (201 on create, 200
- * otherwise, DELETE → 200 []), fields as SPEC writes them, partial updates, and reauthentication.
+ * otherwise, DELETE → 200 []), fields as SPEC writes them, partial updates, reauthentication, and
+ * SPEC's rules for the path fields (user_root, permission and notification path).
  */
 import { expect } from 'chai';
-import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
+import { startTestGateway, type Response, type TestGateway } from '../../helpers/gateway.ts';
 import { API, createKey, createUser, expectError, keyAuth, login, sessionAuth, unique } from './client.ts';
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -629,6 +630,120 @@ describe('REST resources', () => {
       const r = await call('PUT', `/users/${u.id}`, { password: 'changed-by-key-1' }, h);
       expect(r.status, r.text).to.equal(200);
       expect(await canLogin(u.username, 'changed-by-key-1')).to.equal(true);
+    });
+  });
+
+  // SPEC's rules for the path-like fields (issue 11 item 6): user_root must not start with a slash
+  // and must end with one; a permission's and a notification's path neither start nor end with
+  // one. A value breaking the rule is refused with a model-save-error naming the rule, never
+  // stored in another form.
+  describe("path fields in SPEC's form", () => {
+    /** refused asserts a model-save-error whose `field` messages and whose text name `rule`. */
+    const refused = (r: Response, field: string, rule: RegExp) => {
+      expectError(r, 422, 'processing-failure/model-save-error');
+      const messages = (r.json.model_errors as Record<string, string[]>)[field];
+      expect(messages, r.text).to.be.an('array');
+      expect(messages!.join(' '), r.text).to.match(rule);
+      expect(r.json.error, r.text).to.match(rule);
+    };
+
+    const LEADING = /must not start with a slash/;
+    const TRAILING_NEEDED = /must end with a slash/;
+    const TRAILING = /must not end with a slash/;
+
+    describe('user_root', () => {
+      it('POST /users refuses a leading slash or a missing trailing slash, and creates no user', async () => {
+        const before = ((await call('GET', '/users')).json as unknown[]).length;
+        for (const [root, rule] of [
+          ['/partners/alice/', LEADING],
+          ['/partners/alice', LEADING],
+          ['partners/alice', TRAILING_NEEDED],
+          ['/', LEADING],
+        ] as const) {
+          refused(
+            await call('POST', '/users', {
+              username: unique('root'),
+              password: 'user-password-1',
+              user_root: root,
+            }),
+            'user_root',
+            rule,
+          );
+        }
+        expect((await call('GET', '/users')).json as unknown[]).to.have.length(before);
+      });
+
+      it('POST /users keeps a value in SPEC form as given, and blank for the site root', async () => {
+        expect((await createUser(gw, { user_root: 'partners/alice/' })).user_root).to.equal(
+          'partners/alice/',
+        );
+        expect((await createUser(gw, { user_root: '' })).user_root).to.equal('');
+      });
+
+      it('PUT /users/:id refuses the same values and leaves user_root unchanged', async () => {
+        const u = await createUser(gw, { user_root: 'homes/kept/' });
+        refused(
+          await call('PUT', `/users/${u.id}`, { user_root: 'homes/other' }),
+          'user_root',
+          TRAILING_NEEDED,
+        );
+        refused(await call('PUT', `/users/${u.id}`, { user_root: '/homes/other/' }), 'user_root', LEADING);
+        expect((await call('GET', `/users/${u.id}`)).json.user_root).to.equal('homes/kept/');
+        const moved = await call('PUT', `/users/${u.id}`, { user_root: 'homes/other/' });
+        expect(moved.status, moved.text).to.equal(200);
+        expect(moved.json.user_root).to.equal('homes/other/');
+      });
+
+      it('grant_permission with a refused user_root creates no permission', async () => {
+        const before = ((await call('GET', '/permissions')).json as unknown[]).length;
+        refused(
+          await call('POST', '/users', {
+            username: unique('granted'),
+            password: 'user-password-1',
+            user_root: '/homes/granted',
+            grant_permission: 'full',
+          }),
+          'user_root',
+          LEADING,
+        );
+        expect((await call('GET', '/permissions')).json as unknown[]).to.have.length(before);
+      });
+    });
+
+    describe('permission path', () => {
+      it('POST /permissions refuses a leading or trailing slash and stores nothing', async () => {
+        const u = await createUser(gw);
+        for (const [path, rule] of [
+          ['/projects/alpha', LEADING],
+          ['projects/alpha/', TRAILING],
+          ['/', LEADING],
+        ] as const) {
+          refused(
+            await call('POST', '/permissions', { path, permission: 'full', user_id: u.id }),
+            'path',
+            rule,
+          );
+        }
+        const mine = (await call('GET', '/permissions')).json as { user_id: number }[];
+        expect(mine.filter((p) => p.user_id === u.id)).to.deep.equal([]);
+        const ok = await call('POST', '/permissions', {
+          path: 'projects/alpha',
+          permission: 'full',
+          user_id: u.id,
+        });
+        expect(ok.status, ok.text).to.equal(201);
+        expect(ok.json.path).to.equal('projects/alpha');
+      });
+    });
+
+    describe('notification path', () => {
+      it('POST /notifications refuses a leading or trailing slash and stores nothing', async () => {
+        const u = await createUser(gw);
+        refused(await call('POST', '/notifications', { path: '/reports', user_id: u.id }), 'path', LEADING);
+        refused(await call('POST', '/notifications', { path: 'reports/', user_id: u.id }), 'path', TRAILING);
+        const mine = (await call('GET', '/notifications')).json as { user_id: number }[];
+        expect(mine.filter((n) => n.user_id === u.id)).to.deep.equal([]);
+      });
     });
   });
 });

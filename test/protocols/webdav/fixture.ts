@@ -48,7 +48,7 @@ export async function startDav(opts: { ftp?: boolean } = {}): Promise<DavFixture
   const gw = await startTestGateway({ ports: { webdav: 0, ...(opts.ftp ? { ftp: 0 } : {}) } });
   const op = operatorPrincipal();
   await gw.core.namespace.mkdir(op, 'home/alice');
-  await gw.core.users.create(op, { username: 'alice', password: ALICE[1], user_root: 'home/alice' });
+  await gw.core.users.create(op, { username: 'alice', password: ALICE[1], user_root: 'home/alice/' });
   await gw.core.permissions.create(op, { username: 'alice', path: 'home/alice', permission: 'full' });
   const port = gw.ports.webdav!;
   const certFile = path.join(gw.config.data_dir, 'tls', 'cert.pem');

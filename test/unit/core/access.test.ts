@@ -75,7 +75,7 @@ describe(`core access: permission matrix (${dbKind})`, () => {
 
   it('gives a permission on the site root to every path', async () => {
     const user = await newUser();
-    await grant({ path: '/', permission: 'readonly', user_id: user.id });
+    await grant({ path: '', permission: 'readonly', user_id: user.id });
     const p = await principalFor(t.core, user.id);
     expect(await rights(p, '')).to.deep.equal(['list', 'read']);
     expect(await rights(p, 'any/where/deep')).to.deep.equal(['list', 'read']);

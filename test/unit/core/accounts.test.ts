@@ -240,11 +240,11 @@ describe(`core accounts (${dbKind})`, () => {
       }
     });
 
-    it("normalizes user_root to SPEC's form: no leading slash, one trailing slash", async () => {
-      expect((await newUser({ user_root: '/a/b' })).user_root).to.equal('a/b/');
+    it("keeps user_root in SPEC's form (no leading slash, one trailing slash) and refuses any other", async () => {
       expect((await newUser({ user_root: 'a/b/' })).user_root).to.equal('a/b/');
       expect((await newUser({ user_root: '' })).user_root).to.equal('');
-      expect((await newUser({ user_root: '/' })).user_root).to.equal('');
+      for (const root of ['/a/b/', '/a/b', 'a/b', '/', 'a//'])
+        await expectModelError(newUser({ user_root: root }), 'user_root');
     });
 
     it('reports not-found for a user that does not exist', async () => {
@@ -353,7 +353,7 @@ describe(`core accounts (${dbKind})`, () => {
       const group = await t.core.groups.create(admin, { name: unique('actg') });
       await t.core.groups.update(admin, group.id, { user_ids: String(user.id) });
       const perm = await t.core.permissions.create(admin, {
-        path: '/act/dir/',
+        path: 'act/dir',
         permission: 'readonly',
         user_id: user.id,
       });
@@ -496,14 +496,19 @@ describe(`core accounts (${dbKind})`, () => {
       );
     });
 
-    it('normalizes the path and refuses . and .. segments', async () => {
+    it('refuses a leading or trailing slash and . and .. segments', async () => {
       const u = await newUser();
       const perm = await t.core.permissions.create(op, {
-        path: '/norm/a/b/',
+        path: 'norm/a/b',
         permission: 'full',
         user_id: String(u.id),
       });
       expect(perm.path).to.equal('norm/a/b');
+      for (const path of ['/norm/a/b', 'norm/a/b/', '/'])
+        await expectModelError(
+          t.core.permissions.create(op, { path, permission: 'full', user_id: u.id }),
+          'path',
+        );
       await expectModelError(
         t.core.permissions.create(op, { path: 'norm/../etc', permission: 'full', user_id: u.id }),
         'path',
@@ -522,7 +527,7 @@ describe(`core accounts (${dbKind})`, () => {
       const u = await newUser();
       await t.core.permissions.create(op, { path: 'dup', permission: 'full', user_id: u.id });
       await expectModelError(
-        t.core.permissions.create(op, { path: '/dup/', permission: 'full', user_id: u.id }),
+        t.core.permissions.create(op, { path: 'dup', permission: 'full', user_id: u.id }),
         'permission',
       );
       // another level on the same path is a different permission
@@ -622,7 +627,7 @@ describe(`core accounts (${dbKind})`, () => {
       const u = await newUser();
       const other = await newUser();
       const p = await principalFor(t.core, u.id);
-      const mine = await t.core.notifications.create(p, { path: '/reports/' });
+      const mine = await t.core.notifications.create(p, { path: 'reports' });
       expect(mine).to.include({ path: 'reports', user_id: u.id, username: u.username });
       await expectError(
         t.core.notifications.create(p, { path: 'reports', user_id: other.id }),

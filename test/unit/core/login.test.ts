@@ -241,7 +241,7 @@ describe(`core login gate (${dbKind})`, () => {
 
     it('present: once the folder exists, ftp, sftp and dav log in', async () => {
       const root = unique('homes/present');
-      const user = await newUser({ user_root: `/${root}` });
+      const user = await newUser({ user_root: `${root}/` });
       expect(user.user_root).to.equal(`${root}/`);
       const ip = freshIp();
       await expectError(login(user.username, 'ftp', ip), 'not-authenticated/invalid-credentials');
