@@ -69,49 +69,6 @@ describe(`WebDAV front end (${dbKind})`, () => {
       expect(r.status).to.equal(207);
       expect((await f.actions()).slice(before).filter((a) => a.action === 'login')).to.have.length(0);
     });
-<<<<<<< HEAD
-=======
-
-    it('refuses a user whose dav_permission is off (401)', async () => {
-      const op = operatorPrincipal();
-      await f.gw.core.users.create(op, {
-        username: 'nodav',
-        password: 'nodav-password-1',
-        dav_permission: false,
-      });
-      const r = await f.dav('PROPFIND', '/', {
-        auth: ['nodav', 'nodav-password-1'],
-        headers: { Depth: '0' },
-      });
-      expect(r.status).to.equal(401);
-      const failed = (await f.actions()).filter((a) => a.username === 'nodav' && a.action === 'failedlogin');
-      expect(failed.map((a) => a.failure_type)).to.include('no_dav_permission');
-    });
-
-    it('applies allowed_ips: 127.0.0.2 is refused, 127.0.0.1 admitted', async () => {
-      const op = operatorPrincipal();
-      await f.gw.core.users.create(op, {
-        username: 'ipuser',
-        password: 'ipuser-password-1',
-        allowed_ips: '127.0.0.1',
-        user_root: 'home/alice/',
-      });
-      await f.gw.core.permissions.create(op, {
-        username: 'ipuser',
-        path: 'home/alice',
-        permission: 'readonly',
-      });
-      const auth: [string, string] = ['ipuser', 'ipuser-password-1'];
-      const refused = await f.dav('PROPFIND', '/', {
-        auth,
-        headers: { Depth: '0' },
-        localAddress: '127.0.0.2',
-      });
-      expect(refused.status).to.equal(401);
-      const ok = await f.dav('PROPFIND', '/', { auth, headers: { Depth: '0' }, localAddress: '127.0.0.1' });
-      expect(ok.status).to.equal(207);
-    });
->>>>>>> spec-conformance
   });
 
   describe('PROPFIND', () => {
@@ -349,49 +306,4 @@ describe(`WebDAV front end (${dbKind})`, () => {
       expect(again.text).to.include('404');
     });
   });
-<<<<<<< HEAD
-=======
-
-  describe('the permission matrix', () => {
-    const levels = ['readonly', 'writeonly', 'previewonly'] as const;
-    before(async () => {
-      const op = operatorPrincipal();
-      for (const level of levels) {
-        await f.gw.core.namespace.mkdir(op, `perm/${level}`);
-        await f.gw.core.users.create(op, {
-          username: `u-${level}`,
-          password: 'perm-password-1',
-          user_root: `perm/${level}/`,
-        });
-        await f.gw.core.permissions.create(op, {
-          username: `u-${level}`,
-          path: `perm/${level}`,
-          permission: level,
-        });
-        const s = f.gw.core.files.session(op);
-        const { Readable } = await import('node:stream');
-        await s.write(`perm/${level}/file.txt`, Readable.from([Buffer.from('data')]));
-      }
-    });
-    const expected: Record<(typeof levels)[number], Record<string, number>> = {
-      readonly: { PROPFIND: 207, GET: 200, PUT: 403, MKCOL: 403, DELETE: 403, MOVE: 403 },
-      writeonly: { PROPFIND: 403, GET: 403, PUT: 201, MKCOL: 201, DELETE: 403, MOVE: 403 },
-      previewonly: { PROPFIND: 207, GET: 403, PUT: 403, MKCOL: 403, DELETE: 403, MOVE: 403 },
-    };
-    for (const level of levels) {
-      it(`${level}: ${JSON.stringify(expected[level])}`, async () => {
-        const auth: [string, string] = [`u-${level}`, 'perm-password-1'];
-        const got: Record<string, number> = {
-          PROPFIND: (await f.dav('PROPFIND', '/', { auth, headers: { Depth: '1' } })).status,
-          GET: (await f.dav('GET', '/file.txt', { auth })).status,
-          PUT: (await f.dav('PUT', '/new.txt', { auth, body: 'x' })).status,
-          MKCOL: (await f.dav('MKCOL', '/dir', { auth })).status,
-          DELETE: (await f.dav('DELETE', '/file.txt', { auth })).status,
-          MOVE: (await f.dav('MOVE', '/file.txt', { auth, headers: { Destination: '/moved.txt' } })).status,
-        };
-        expect(got).to.deep.equal(expected[level]);
-      });
-    }
-  });
->>>>>>> spec-conformance
 });
