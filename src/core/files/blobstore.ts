@@ -104,6 +104,17 @@ export interface MultipartBlobStore extends BlobStore {
     source: BlobId,
     range: Required<ByteRange>,
   ): Promise<void>;
+  /**
+   * putPart uploads part `partNumber` from a stream of exactly `size` bytes (the gateway sends a
+   * part itself: a small restart's kept bytes in front of the client's first part).
+   */
+  putPart(
+    id: BlobId,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    opts: { size: number; signal?: AbortSignal },
+  ): Promise<UploadedPart>;
   /** complete joins the parts, in part-number order, into blob `id` and resolves with its size. */
   complete(id: BlobId, uploadId: string, parts: UploadedPart[]): Promise<{ size: number }>;
   /** abortUpload drops an unfinished upload and its parts. */

@@ -7,7 +7,8 @@
  * end streams the kept bytes and the parts, in order, into the file's new blob (md5 and crc32
  * computed on the way). S3 store: parts go straight to S3 by presigned UploadPart URLs and the end
  * completes the multipart upload; kept bytes are copied server-side (UploadPartCopy). A restart
- * below S3's 5 MiB part minimum takes the gateway's way on S3 too.
+ * below S3's 5 MiB part minimum cannot be a part of its own: the gateway receives the client's
+ * first part and sends it to S3 behind the kept bytes; later parts go straight to S3.
  */
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -21,7 +22,7 @@ import {
 } from '../../db/entities.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
-import { isMultipartStore, type BlobStore, type UploadedPart } from './blobstore.ts';
+import { isMultipartStore, type BlobStore, type MultipartBlobStore, type UploadedPart } from './blobstore.ts';
 import type { Blobs } from './blobs.ts';
 import { getRow, markGarbage, type Entry } from './namespace.ts';
 import type { FileSession } from './session.ts';
@@ -92,14 +93,14 @@ export class Uploads {
         `restart must be from 0 to the current size, ${existing?.size ?? 0}`,
       );
     }
-    const reserved = keep > 0 ? Math.ceil(keep / MAX_PART) : 0;
+    // S3 copies kept bytes into parts of their own, but no part but the last may be under 5 MiB.
+    // A smaller restart (SPEC sets no lower bound) reserves no part: the gateway receives the
+    // client's first part itself and sends it to S3 behind the kept bytes (see receivePart).
+    const carried = isMultipartStore(this.store) && keep > 0 && keep < MIN_PART;
+    const reserved = keep > 0 && !carried ? Math.ceil(keep / MAX_PART) : 0;
     const blobId = newBlobId();
     let storeUploadId: string | null = null;
-    // S3 copies kept bytes into its multipart upload, but no part but the last may be under 5 MiB:
-    // a smaller restart (SPEC sets no lower bound) goes through the gateway instead, as on local
-    // disk: its parts are sent to gateway URLs and the end streams kept bytes and parts into the
-    // new object.
-    if (isMultipartStore(this.store) && !(keep > 0 && keep < MIN_PART)) {
+    if (isMultipartStore(this.store)) {
       storeUploadId = await this.store.createUpload(blobId);
       // Equal copy parts, so none but the last client part is below S3's 5 MiB minimum.
       const copySize = Math.ceil(keep / Math.max(reserved, 1));
@@ -152,7 +153,9 @@ export class Uploads {
   ): Promise<Upload> {
     const n = part + row.reserved_parts;
     let uri: string;
-    if (row.store_upload_id && row.store_upload_id !== COMPLETED && isMultipartStore(this.store))
+    if (this.carries(row) && n === 1)
+      uri = `${this.ctx.config.public_url}/upload/${this.signer.sign({ ref: row.ref, n } satisfies PartClaims, UPLOAD_TTL_S)}`;
+    else if (row.store_upload_id && row.store_upload_id !== COMPLETED && isMultipartStore(this.store))
       uri = await this.store.partUrl(row.blob_id, row.store_upload_id, n, UPLOAD_TTL_S);
     else
       uri = `${this.ctx.config.public_url}/upload/${this.signer.sign({ ref: row.ref, n } satisfies PartClaims, UPLOAD_TTL_S)}`;
@@ -219,6 +222,7 @@ export class Uploads {
     const upload = await this.ctx.db.read((em) => em.findOneBy(UploadEntity, { ref: claims.ref }));
     if (!upload || upload.expires_at.getTime() < Date.now())
       throw new GatewayError('not-found/file-upload-not-found', 'This upload no longer exists');
+    if (this.carries(upload) && claims.n === 1) return this.receiveCarried(upload, body, length, signal);
     const hasher = new Hasher();
     // Listened to before the first await: a body that fails meanwhile must not be unhandled.
     body.once('error', (err) => hasher.destroy(err));
@@ -283,6 +287,63 @@ export class Uploads {
     return { etag: md5, size: hasher.bytes };
   }
 
+  /**
+   * carries tells whether an S3 upload's first part goes through the gateway: a restart below the
+   * 5 MiB part minimum, whose kept bytes lead that part.
+   */
+  private carries(row: UploadRow): boolean {
+    return (
+      !!row.store_upload_id &&
+      row.store_upload_id !== COMPLETED &&
+      row.restart > 0 &&
+      row.reserved_parts === 0 &&
+      isMultipartStore(this.store)
+    );
+  }
+
+  /**
+   * receiveCarried sends S3 part 1 of a small restart: the kept bytes, then the client's part. It
+   * is marked as being received meanwhile, so an end after a cut refuses (file-not-uploaded) rather
+   * than completing without it; S3's own list of parts is the record once it is there.
+   */
+  private async receiveCarried(
+    upload: UploadRow,
+    body: Readable,
+    length: number,
+    signal?: AbortSignal,
+  ): Promise<{ etag: string; size: number }> {
+    const store = this.store as MultipartBlobStore;
+    const mark = { ref: upload.ref, part_number: 1 };
+    await this.ctx.db.work(async (em) => {
+      await this.dropPart(em, upload.ref, 1);
+      await em.insert(UploadPartEntity, {
+        ...mark,
+        blob_id: upload.blob_id,
+        size: RECEIVING,
+        md5: '',
+        crc32: '',
+      });
+    });
+    const counter = new Hasher();
+    body.once('error', (err) => counter.destroy(err));
+    const kept = () =>
+      this.blobs.open(upload.restart_blob_id!, { range: { start: 0, end: upload.restart - 1 } });
+    const part = await store.putPart(
+      upload.blob_id,
+      upload.store_upload_id!,
+      1,
+      concat([kept, () => body.pipe(counter)]),
+      { size: upload.restart + length, ...(signal ? { signal } : {}) },
+    );
+    if (counter.bytes !== length)
+      throw new GatewayError(
+        'bad-request/invalid-body',
+        `Received ${counter.bytes} bytes, Content-Length said ${length}`,
+      );
+    await this.ctx.db.work((em) => em.delete(UploadPartEntity, mark));
+    return { etag: part.etag, size: length };
+  }
+
   /** dropPart removes part `n` of upload `ref`, if any; its blob becomes garbage. */
   private async dropPart(em: EntityManager, ref: string, n: number): Promise<void> {
     const old = await em.findOneBy(UploadPartEntity, { ref, part_number: n });
@@ -319,14 +380,33 @@ export class Uploads {
         return await handle.commit({ within: (em) => ended(em, []) });
       }
       if (row.store_upload_id && isMultipartStore(this.store)) {
-        const parts = await this.store.listParts(row.blob_id, row.store_upload_id);
+        const uploadId = row.store_upload_id;
+        const receiving = await this.ctx.db.read((em) =>
+          em.existsBy(UploadPartEntity, { ref: row.ref, size: RECEIVING }),
+        );
+        if (receiving)
+          throw new GatewayError(
+            'processing-failure/file-not-uploaded',
+            'Part 1 was not received completely; send it again, then end the upload',
+          );
+        const parts = await this.store.listParts(row.blob_id, uploadId);
         this.checkParts(
           row,
           parts.filter((p) => p.partNumber > row.reserved_parts),
         );
+        if (this.carries(row) && parts.length === 0) {
+          // A restart with nothing after it: the kept bytes alone are the file.
+          const kept = await this.blobs.open(row.restart_blob_id!, {
+            range: { start: 0, end: row.restart - 1 },
+          });
+          parts.push(await this.store.putPart(row.blob_id, uploadId, 1, kept, { size: row.restart }));
+        }
         if (parts.length === 0) {
           // S3 cannot complete a multipart upload without parts: nothing was sent, the file is empty.
           await handle.put(Readable.from([]));
+          const entry = await handle.commit({ within: (em) => ended(em, []) });
+          await this.store.abortUpload(row.blob_id, uploadId).catch(() => undefined);
+          return entry;
         } else {
           const { size } = await this.store.complete(row.blob_id, row.store_upload_id, parts);
           // The completed object is the upload's blob (the upload row keeps it from the collector
@@ -394,7 +474,8 @@ export class Uploads {
         );
       }
     });
-    const total = row.restart + parts.reduce((s, p) => s + p.size, 0);
+    // A carried first part holds the kept bytes already.
+    const total = (this.carries(row) ? 0 : row.restart) + parts.reduce((s, p) => s + p.size, 0);
     if (total > MAX_FILE)
       throw new GatewayError(
         'bad-request/invalid-upload-part-size',

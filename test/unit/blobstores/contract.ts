@@ -413,6 +413,24 @@ export function runBlobStoreContract(
         await mp.abortUpload(other, otherUpload);
       });
 
+      it('putPart sends a part from a stream of known size (the gateway carrying a small restart)', async () => {
+        const id = newId();
+        const uploadId = await mp.createUpload(id);
+        const head = randomBytes(3 * MiB);
+        const rest = randomBytes(2 * MiB + 5);
+        // Two chunks, as kept bytes followed by a client's part arrive.
+        const first = await mp.putPart(id, uploadId, 1, Readable.from([head, rest]), {
+          size: head.length + rest.length,
+        });
+        expect(first).to.include({ partNumber: 1, size: head.length + rest.length });
+        const tail = randomBytes(10);
+        expect((await httpPut(await mp.partUrl(id, uploadId, 2, 300), tail)).status).to.equal(200);
+        const parts = await mp.listParts(id, uploadId);
+        expect(parts.map((p) => p.size)).to.deep.equal([5 * MiB + 5, 10]);
+        await mp.complete(id, uploadId, parts);
+        expect((await readAll(await store.get(id))).equals(Buffer.concat([head, rest, tail]))).to.equal(true);
+      });
+
       it('abortUpload drops the upload and its parts, and may be repeated', async () => {
         const id = newId();
         const uploadId = await mp.createUpload(id);

@@ -250,6 +250,29 @@ export class S3BlobStore implements MultipartBlobStore {
     }
   }
 
+  async putPart(
+    id: BlobId,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    opts: { size: number; signal?: AbortSignal },
+  ): Promise<UploadedPart> {
+    checkPartNumber(partNumber);
+    const out = await this.client.send(
+      new UploadPartCommand({
+        Bucket: this.bucket,
+        Key: this.key(id),
+        UploadId: uploadId,
+        PartNumber: partNumber,
+        Body: body,
+        ContentLength: opts.size,
+      }),
+      opts.signal ? { abortSignal: opts.signal } : {},
+    );
+    if (!out.ETag) throw new Error(`S3 UploadPart ${partNumber} of ${id} returned no ETag`);
+    return { partNumber, size: opts.size, etag: out.ETag };
+  }
+
   async complete(id: BlobId, uploadId: string, parts: UploadedPart[]): Promise<{ size: number }> {
     const ordered = [...parts].sort((a, b) => a.partNumber - b.partNumber);
     await this.client.send(
