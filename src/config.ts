@@ -152,6 +152,7 @@ const schema = z.object({
   secret: z.string(),
   log_level: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']),
   site: z.object({ allowed_ips: z.array(ipOrCidr) }),
+  proxy: z.object({ trusted: z.array(ipOrCidr), header_timeout_ms: positiveInt }),
   accounts: z.object({
     bcrypt_rounds: z.coerce.number().int().min(4).max(15),
     // At most 5 s: the time a change on another instance may take to apply is a promise (README).
@@ -236,6 +237,7 @@ const envKeys: Record<string, string> = {
   SVC_CREDENTIAL_CACHE_SECONDS: 'accounts.credential_cache_seconds',
   SVC_LOGIN_WINDOW_SECONDS: 'accounts.login_window_seconds',
   SVC_SITE_ALLOWED_IPS: 'site.allowed_ips',
+  SVC_TRUSTED_PROXIES: 'proxy.trusted',
   SVC_WEBHOOKS: 'webhooks',
   SVC_WEBHOOK_MAX_ATTEMPTS: 'events.webhook_max_attempts',
   SVC_WEBHOOK_BACKOFF_SECONDS: 'events.webhook_backoff_seconds',
@@ -248,7 +250,7 @@ const envKeys: Record<string, string> = {
 
 /** envValue turns one variable's text into the setting's value (lists and JSON documents). */
 function envValue(name: string, key: string, value: string): unknown {
-  if (key === 'site.allowed_ips') return value.split(/[\s,]+/).filter(Boolean);
+  if (key === 'site.allowed_ips' || key === 'proxy.trusted') return value.split(/[\s,]+/).filter(Boolean);
   if (key === 'webhooks') {
     if (value.trim() === '') return [];
     try {

@@ -15,6 +15,7 @@ import tls from 'node:tls';
 import type { Core, FileSession, Principal } from '../../src/core/index.ts';
 import { resolveChroot } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
+import { clientAddress } from '../shared/proxy.ts';
 import { commands } from './commands/index.ts';
 import { DataChannel, plainAddress, type DataSettings } from './data.ts';
 import { replyForUnknown, ReplyError, type FtpReply } from './errors.ts';
@@ -97,9 +98,16 @@ export class FtpConnection {
     readonly implicitTls: boolean,
   ) {
     this.socket = socket;
-    this.peer = plainAddress(socket.remoteAddress);
+    this.peer = clientAddress(socket);
     this.log = server.log.child({ interface: 'ftp', ip: this.peer });
-    this.data = new DataChannel({ ...server.data, secureContext: server.secureContext }, this.peer);
+    // Behind a trusted proxy the passive range is forwarded too (without a PROXY header), so data
+    // connections come from the client or from that proxy.
+    const proxy = plainAddress(socket.remoteAddress);
+    this.data = new DataChannel(
+      { ...server.data, secureContext: server.secureContext },
+      this.peer,
+      proxy === this.peer ? null : proxy,
+    );
     // Implicit FTPS clients expect protected data without PROT P (FileZilla, curl send it anyway).
     this.protectData = implicitTls;
     this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));

@@ -47,8 +47,10 @@ export class DataChannel {
 
   constructor(
     private readonly settings: DataSettings,
-    /** the control connection's peer address, the only address data connections may come from */
+    /** the control connection's client address, the address data connections come from */
     private readonly peer: string,
+    /** the trusted proxy the control connection came through, which may relay them too */
+    private readonly proxy: string | null = null,
   ) {}
 
   /** listen opens the session's one passive listener (releasing any earlier one) and returns its port. */
@@ -94,7 +96,8 @@ export class DataChannel {
   private accepted(server: net.Server, socket: net.Socket): void {
     // Only the control connection's peer may use the port (ftp-srv's check, kept: FTP bounce and
     // port-stealing attacks); a stranger is cut and the port stays open for the client.
-    if (plainAddress(socket.remoteAddress) !== plainAddress(this.peer)) {
+    const from = plainAddress(socket.remoteAddress);
+    if (from !== plainAddress(this.peer) && from !== this.proxy) {
       socket.destroy();
       return;
     }

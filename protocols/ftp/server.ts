@@ -9,6 +9,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { FrontEnd } from '../../src/core/index.ts';
 import { listen } from '../shared/listener.ts';
+import { acceptProxyProtocol } from '../shared/proxy.ts';
 import { FtpConnection, type ServerContext } from './connection.ts';
 
 /** FtpListenerKind is which of the two listeners a front end is. */
@@ -55,6 +56,7 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
         void connection.closedPromise.then(() => sessions.delete(connection));
         connection.start();
       });
+      acceptProxyProtocol(s, core.config.proxy, context.log);
       server = s;
       return { port: await listen(s, opts.port, opts.host) };
     },

@@ -9,6 +9,7 @@ import Koa from 'koa';
 import { Router, type RouterMiddleware } from '@koa/router';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
+import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
 import { authenticate } from './auth.ts';
 import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
@@ -73,6 +74,7 @@ export function buildApp(core: Core): Koa<RestState> {
   // Koa reports errors it handled itself (a client that went away mid-response) here; without a
   // listener it prints their stacks to stderr.
   app.on('error', (err: Error) => log.debug('request stream error', { error: err.message }));
+  app.use(forwardedFor(core.config.proxy.trusted));
 
   app.use(async (ctx, next) => {
     try {
@@ -204,6 +206,7 @@ export function restFrontEnd(): FrontEnd {
     name: 'https',
     async start(core, opts) {
       server = createHttpsServer(opts.tls, buildApp(core).callback() as never, { requestMs: 300_000 });
+      acceptProxyProtocol(server, core.config.proxy, core.log.child({ interface: 'restapi' }));
       return { port: await listen(server, opts.port, opts.host) };
     },
     async stop() {

@@ -12,6 +12,7 @@ import type { AuthContext, Connection, ServerChannel } from 'ssh2';
 import { GatewayError, type Core, type FrontEnd, type Principal } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { listen } from '../shared/listener.ts';
+import { acceptProxyProtocol, clientAddress } from '../shared/proxy.ts';
 import { runExec } from './exec.ts';
 import { SftpSession } from './session.ts';
 
@@ -106,7 +107,7 @@ export function sftpFrontEnd(): FrontEnd {
           if (socket) unidentified.delete(socket);
           clients.add(client);
           client.on('close', () => clients.delete(client));
-          serveConnection(core, log, client, info.ip);
+          serveConnection(core, log, client, socket ? clientAddress(socket) : info.ip);
         },
       );
       // ssh2 makes a connection (and our idle timer starts) only once the client's identification
@@ -127,6 +128,7 @@ export function sftpFrontEnd(): FrontEnd {
         });
         ssh.injectSocket(socket);
       });
+      acceptProxyProtocol(s, core.config.proxy, log);
       listener = s;
       const port = await listen(s, opts.port, opts.host);
       s.on('error', (err: Error) => log.error('sftp listener error', { error: err.message }));

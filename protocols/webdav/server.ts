@@ -14,6 +14,7 @@ import type https from 'node:https';
 import Koa from 'koa';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
+import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
 import { authenticate, basicCredentials } from './auth.ts';
 import { DavCondition, statusOf } from './errors.ts';
 import { decodePath, type DavContext, type DavState, type Method } from './http.ts';
@@ -51,6 +52,7 @@ export function buildApp(core: Core): Koa<DavState> {
   // Koa reports here what happens after a response started, mostly clients that went away
   // mid-transfer (an aborted PUT is a parse error of the unfinished request): not a server fault.
   app.on('error', (err: Error) => log.debug('connection ended early', { error: err.message }));
+  app.use(forwardedFor(core.config.proxy.trusted));
 
   /**
    * failed logs a request that failed, once, at info, so an operator sees what a mount hit (a
@@ -144,6 +146,7 @@ export function webdavFrontEnd(): FrontEnd {
     async start(core, opts) {
       // Large uploads and downloads take as long as they take; idle sockets still time out.
       server = createHttpsServer(opts.tls, buildApp(core).callback() as never, { requestMs: 0 });
+      acceptProxyProtocol(server, core.config.proxy, core.log.child({ interface: 'dav' }));
       return { port: await listen(server, opts.port, opts.host) };
     },
     async stop() {

@@ -49,6 +49,7 @@ export type { DeadProperty, PropertyChange } from './files/properties.ts';
 export type { SignedDownload } from './files/files.ts';
 export type { ByteRange } from './files/blobstore.ts';
 export { resolveChroot, MAX_PATH } from './paths.ts';
+export { clientIp, ipInList } from './access/allowed-ips.ts';
 export type { Page, PageRequest } from './pagination.ts';
 export type { User } from './accounts/users.ts';
 export type { Group } from './accounts/groups.ts';

@@ -30,12 +30,14 @@ describe('config', () => {
       SVC_DATABASE_URL: 'postgres://u@db/x',
       SVC_S3_FORCE_PATH_STYLE: 'true',
       SVC_SITE_ALLOWED_IPS: '10.0.0.0/8, 2001:db8::/32',
+      SVC_TRUSTED_PROXIES: '10.0.0.5,192.0.2.0/24',
     });
     expect(c.ports.https).to.equal(9443);
     expect(c.ports.ftp).to.equal(null);
     expect(c.database.url).to.equal('postgres://u@db/x');
     expect(c.storage.s3.force_path_style).to.equal(true);
     expect(c.site.allowed_ips).to.deep.equal(['10.0.0.0/8', '2001:db8::/32']);
+    expect(c.proxy.trusted).to.deep.equal(['10.0.0.5', '192.0.2.0/24']);
   });
 
   it('stops on a wrong value with a message naming the setting, its variable and what it accepts', () => {
@@ -56,6 +58,9 @@ describe('config', () => {
     expect(failure({ SVC_SITE_ALLOWED_IPS: '10.0.0.0/8,not-an-ip' }))
       .to.include('site.allowed_ips')
       .and.include('CIDR');
+    expect(failure({ SVC_TRUSTED_PROXIES: 'haproxy.internal' }))
+      .to.include('proxy.trusted')
+      .and.include('SVC_TRUSTED_PROXIES');
     expect(failure({ SVC_BIND: 'everywhere' })).to.include('bind (SVC_BIND)');
     expect(failure({ SVC_LOG_LEVEL: 'loud' })).to.include('log_level (SVC_LOG_LEVEL)');
     // README promises a change on another instance applies within at most 5 s.

@@ -10,7 +10,7 @@ function requireTls(c: FtpConnection, what: string): void {
   if (!c.tls) throw new ReplyError(503, `${what} needs a TLS connection; send AUTH TLS first`);
 }
 
-/** sessionCommands are USER, PASS, AUTH, PBSZ, PROT, CCC and QUIT. */
+/** sessionCommands are USER, PASS, AUTH, PBSZ, PROT, CCC, PROXY and QUIT. */
 export const sessionCommands: Record<string, Command> = {
   USER: {
     public: true,
@@ -81,6 +81,16 @@ export const sessionCommands: Record<string, Command> = {
   CCC: {
     run() {
       throw new ReplyError(534, 'The control connection stays encrypted');
+    },
+  },
+  PROXY: {
+    public: true,
+    // A PROXY protocol v1 header read as a command: the listener believes headers only from
+    // trusted proxies (SVC_TRUSTED_PROXIES), so this peer is not one. Refused with the connection,
+    // as TLS and SSH refuse it; a v2 header's signature holds a QUIT for the same end.
+    run(c) {
+      c.log.warn('PROXY header from an address that is not a trusted proxy; connection closed');
+      c.send({ code: 421, text: 'PROXY header from an untrusted address', close: true });
     },
   },
   QUIT: {
