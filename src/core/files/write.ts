@@ -13,13 +13,13 @@
  * blob it owns: an adopted blob stays with its owner whatever happens, so a failed commit can be
  * retried (issue 11: a retried `end` must never name a deleted blob).
  */
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type { EntityManager } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { requireCapability } from '../access/rights.ts';
 import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
-import { GatewayError } from '../errors.ts';
+import { GatewayError, isStorageFull } from '../errors.ts';
 import { baseName, parentOf } from '../paths.ts';
 import type { BlobStore } from './blobstore.ts';
 import { markGarbage, type Blobs, type NewBlob } from './blobs.ts';
@@ -58,6 +58,7 @@ export class WriteHandle {
   private owned: NewBlob | null = null;
   private content: (BlobFacts & { blobId: string }) | null = null;
   private done = false;
+  private fullNoted = false;
 
   private constructor(
     private readonly scope: WriteScope,
@@ -136,7 +137,7 @@ export class WriteHandle {
     source.once('error', (err) => hasher.destroy(err));
     const blob = await this.scope.blobs.create().catch((err: unknown) => {
       source.destroy();
-      throw err;
+      throw this.noteFull(err);
     });
     try {
       await this.scope.store.put(
@@ -145,14 +146,17 @@ export class WriteHandle {
         opts.signal ? { signal: opts.signal } : {},
       );
     } catch (err) {
-      source.destroy();
+      // A full storage leaves the client's stream readable, so the caller can drain it and the
+      // client reads the refusal (an HTTP client cut off mid-body sees a reset, not the 507).
+      if (isStorageFull(err)) source.unpipe(hasher);
+      else source.destroy();
       await this.scope.blobs.discard(blob.blobId, blob);
       if (opts.signal?.aborted)
         throw new GatewayError(
           'processing-failure/file-not-uploaded',
           'The upload was aborted; the file is unchanged',
         );
-      throw err;
+      throw this.noteFull(err);
     }
     await this.release();
     this.owned = blob;
@@ -170,7 +174,7 @@ export class WriteHandle {
       ({ size } = await adopt(blob.blobId, file));
     } catch (err) {
       await this.scope.blobs.discard(blob.blobId, blob);
-      throw err;
+      throw this.noteFull(err);
     }
     await this.release();
     this.owned = blob;
@@ -192,17 +196,23 @@ export class WriteHandle {
   async send(body: Readable, opts: SendOptions = {}): Promise<Entry> {
     const keep = this.keep;
     const old = this.existing;
+    // The body reaches the kept bytes' concatenation through a pipe, so a failure can detach and
+    // drain it without destroying the client's stream (see put).
     const source =
       keep > 0
         ? concat([
             () => this.scope.blobs.open(old!.blob_id!, { range: { start: 0, end: keep - 1 } }),
-            () => body,
+            () => body.pipe(new PassThrough()),
           ])
         : body;
     try {
       await this.put(source, opts.signal ? { signal: opts.signal } : {});
       return await this.commit(opts.mtime ? { mtime: opts.mtime } : {});
     } catch (err) {
+      if (source !== body) {
+        body.unpipe();
+        source.destroy();
+      }
       body.resume();
       await this.abort();
       throw err;
@@ -269,6 +279,24 @@ export class WriteHandle {
       if (owned) await scope.blobs.discard(owned.blobId, owned).catch(() => undefined);
       throw err;
     }
+  }
+
+  /**
+   * noteFull logs, once per upload and for every front end alike, that the storage had no room for
+   * it (the store classified it as insufficient-storage), and returns `err`. The front ends answer
+   * it in their terms and do not log it again (issue 12: one line per failed transfer).
+   */
+  noteFull(err: unknown): unknown {
+    if (!isStorageFull(err) || this.fullNoted) return err;
+    this.fullNoted = true;
+    const { principal } = this.scope;
+    this.scope.ctx.log.warn('upload refused: the storage is full', {
+      interface: principal.interface,
+      user: principal.user?.username ?? null,
+      ip: principal.ip,
+      path: `/${this.target}`,
+    });
+    return err;
   }
 
   /** abort gives up the handle: its own blob, if any, becomes garbage. Safe to call twice. */
