@@ -26,7 +26,21 @@ export const typeStatus: Partial<Record<ErrorType, number>> = {
   'processing-failure/file-locked': 423,
   'processing-failure/folder-locked': 423,
   'processing-failure/resource-locked': 423,
+  // RFC 4918 §11.5 "Insufficient Storage", the status HTTP clients know for a full store.
+  'processing-failure/insufficient-storage': 507,
 };
+
+/**
+ * RETRY_AFTER_SECONDS is the Retry-After sent with a 503 (the database or the login gate cannot
+ * answer): long enough not to hammer a database coming back, short enough that a client retries
+ * soon after (issue 12 measured recovery in 0.4–3.1 s).
+ */
+export const RETRY_AFTER_SECONDS = 5;
+
+/** retryAfter is the Retry-After value for a core error, or null when retrying soon is no help. */
+export function retryAfter(err: GatewayError): string | null {
+  return err.family === 'service-unavailable' ? String(RETRY_AFTER_SECONDS) : null;
+}
 
 /** statusOf gives the HTTP status of a core error. */
 export function statusOf(err: GatewayError): number {

@@ -39,7 +39,17 @@ export const typeStatus: Partial<Record<ErrorType, number>> = {
   'processing-failure/path-too-long': 400,
   'processing-failure/filename-too-long': 400,
   'processing-failure/invalid-filename': 400,
+  // RFC 4918 §11.5: the server cannot store the representation.
+  'processing-failure/insufficient-storage': 507,
 };
+
+/** RETRY_AFTER_SECONDS is the Retry-After sent with a 503 (the database cannot answer). */
+export const RETRY_AFTER_SECONDS = 5;
+
+/** retryAfter is the Retry-After value for a core error, or null when retrying soon is no help. */
+export function retryAfter(err: GatewayError): string | null {
+  return err.family === 'service-unavailable' ? String(RETRY_AFTER_SECONDS) : null;
+}
 
 /** statusOf gives the WebDAV status of a core error. */
 export function statusOf(err: GatewayError): number {
