@@ -13,7 +13,7 @@
  * blob it owns: an adopted blob stays with its owner whatever happens, so a failed commit can be
  * retried (issue 11: a retried `end` must never name a deleted blob).
  */
-import { PassThrough, type Readable } from 'node:stream';
+import { finished, PassThrough, type Readable } from 'node:stream';
 import type { EntityManager } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { requireCapability } from '../access/rights.ts';
@@ -128,9 +128,11 @@ export class WriteHandle {
 
   /**
    * put streams `source` into a new blob the handle owns, hashing it. On failure or abort the blob
-   * is given up and the error thrown (an abort is `file-not-uploaded`); the handle stays open.
+   * is given up, `source` destroyed and the error thrown (an abort is `file-not-uploaded`); the
+   * handle stays open. With `drain`, a full storage leaves `source` readable, detached, for the
+   * caller to drain (a client cut off mid-body sees a reset, not the refusal).
    */
-  async put(source: Readable, opts: { signal?: AbortSignal } = {}): Promise<void> {
+  async put(source: Readable, opts: { signal?: AbortSignal; drain?: boolean } = {}): Promise<void> {
     this.live();
     const hasher = new Hasher();
     // Listened to before the first await: a body that fails meanwhile must not be unhandled.
@@ -146,9 +148,7 @@ export class WriteHandle {
         opts.signal ? { signal: opts.signal } : {},
       );
     } catch (err) {
-      // A full storage leaves the client's stream readable, so the caller can drain it and the
-      // client reads the refusal (an HTTP client cut off mid-body sees a reset, not the 507).
-      if (isStorageFull(err)) source.unpipe(hasher);
+      if (opts.drain && isStorageFull(err)) source.unpipe(hasher);
       else source.destroy();
       await this.scope.blobs.discard(blob.blobId, blob);
       if (opts.signal?.aborted)
@@ -196,17 +196,17 @@ export class WriteHandle {
   async send(body: Readable, opts: SendOptions = {}): Promise<Entry> {
     const keep = this.keep;
     const old = this.existing;
-    // The body reaches the kept bytes' concatenation through a pipe, so a failure can detach and
-    // drain it without destroying the client's stream (see put).
+    // The body reaches the kept bytes' concatenation through a pipe, so a failure can destroy the
+    // concatenation and still drain the client's stream.
     const source =
       keep > 0
         ? concat([
             () => this.scope.blobs.open(old!.blob_id!, { range: { start: 0, end: keep - 1 } }),
-            () => body.pipe(new PassThrough()),
+            () => follow(body),
           ])
         : body;
     try {
-      await this.put(source, opts.signal ? { signal: opts.signal } : {});
+      await this.put(source, { drain: source === body, ...(opts.signal ? { signal: opts.signal } : {}) });
       return await this.commit(opts.mtime ? { mtime: opts.mtime } : {});
     } catch (err) {
       if (source !== body) {
@@ -317,4 +317,16 @@ export class WriteHandle {
     if (this.done)
       throw new GatewayError('processing-failure/file-not-uploaded', 'This upload is already closed');
   }
+}
+
+/**
+ * follow pipes `body` into a stream that fails when `body` fails or closes early (pipe() alone
+ * does not pass errors on) and whose destruction leaves `body` itself readable.
+ */
+function follow(body: Readable): Readable {
+  const tail = new PassThrough();
+  finished(body, (err) => {
+    if (err) tail.destroy(err);
+  });
+  return body.pipe(tail);
 }
