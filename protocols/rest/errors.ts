@@ -30,18 +30,6 @@ export const typeStatus: Partial<Record<ErrorType, number>> = {
   'processing-failure/insufficient-storage': 507,
 };
 
-/**
- * RETRY_AFTER_SECONDS is the Retry-After sent with a 503 (the database or the login gate cannot
- * answer): long enough not to hammer a database coming back, short enough that a client retries
- * soon after (issue 12 measured recovery in 0.4–3.1 s).
- */
-export const RETRY_AFTER_SECONDS = 5;
-
-/** retryAfter is the Retry-After value for a core error, or null when retrying soon is no help. */
-export function retryAfter(err: GatewayError): string | null {
-  return err.family === 'service-unavailable' ? String(RETRY_AFTER_SECONDS) : null;
-}
-
 /** statusOf gives the HTTP status of a core error. */
 export function statusOf(err: GatewayError): number {
   return typeStatus[err.type] ?? familyStatus[err.family];

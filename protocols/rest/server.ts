@@ -9,8 +9,9 @@ import Koa from 'koa';
 import { Router, type RouterMiddleware } from '@koa/router';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
+import { retryAfter } from '../shared/retry.ts';
 import { authenticate } from './auth.ts';
-import { errorObject, retryAfter, statusOf } from './errors.ts';
+import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
 import type { RestContext, RestRouter, RestState } from './http.ts';
 import {

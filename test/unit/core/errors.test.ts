@@ -9,7 +9,8 @@ import {
   modelSaveError,
 } from '../../../src/core/errors.ts';
 import { LogThrottle } from '../../../src/log.ts';
-import { errorObject, retryAfter, statusOf } from '../../../protocols/rest/errors.ts';
+import { errorObject, statusOf } from '../../../protocols/rest/errors.ts';
+import { retryAfter } from '../../../protocols/shared/retry.ts';
 import { sftpStatus } from '../../../protocols/sftp/errors.ts';
 import {
   familyStatus as davFamilyStatus,
