@@ -39,12 +39,22 @@ export const typeReply: Partial<Record<ErrorType, number>> = {
   'bad-request/invalid-upload-offset': 554,
   'processing-failure/invalid-range': 554,
   'processing-failure/file-not-uploaded': 426,
+  // RFC 959's 552 "exceeded storage allocation", not 452 "insufficient storage space": a 4xx
+  // reply is transient, and lftp 4.9 then retries the STOR at once, closing the data connection
+  // after part of the file, which stream mode must take for the whole file (a truncated upload).
+  'processing-failure/insufficient-storage': 552,
+  // A database that does not answer for a moment: 451 "local error in processing" keeps the
+  // session (the login stays valid); the gate's own login-unavailable still closes with 421.
+  'service-unavailable/database-unavailable': 451,
 };
 
 /** replyFor maps a core error to its reply; the text is the error's own message. */
 export function replyFor(err: GatewayError): FtpReply {
   const family: FtpReply = familyReply[err.family];
-  return { code: typeReply[err.type] ?? family.code, text: err.message || family.text, close: family.close };
+  const code = typeReply[err.type];
+  // A type's own code replaces the family's reply, its closing of the session included.
+  if (code !== undefined) return { code, text: err.message || family.text };
+  return { code: family.code, text: err.message || family.text, close: family.close };
 }
 
 /** replyForUnknown maps anything thrown to a reply, logging what is not a GatewayError (a bug). */

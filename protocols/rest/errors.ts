@@ -26,6 +26,8 @@ export const typeStatus: Partial<Record<ErrorType, number>> = {
   'processing-failure/file-locked': 423,
   'processing-failure/folder-locked': 423,
   'processing-failure/resource-locked': 423,
+  // RFC 4918 §11.5 "Insufficient Storage", the status HTTP clients know for a full store.
+  'processing-failure/insufficient-storage': 507,
 };
 
 /** statusOf gives the HTTP status of a core error. */

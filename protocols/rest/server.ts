@@ -10,6 +10,7 @@ import { Router, type RouterMiddleware } from '@koa/router';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
 import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
+import { retryAfter } from '../shared/retry.ts';
 import { authenticate } from './auth.ts';
 import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
@@ -67,6 +68,11 @@ function toGatewayError(err: unknown): GatewayError | null {
   return null;
 }
 
+/** clientWentAway tells whether the client ended the request before it was all received. */
+function clientWentAway(ctx: Koa.Context): boolean {
+  return !ctx.req.complete && (ctx.req.destroyed || ctx.req.socket.destroyed);
+}
+
 /** buildApp makes the Koa app of the REST front end. */
 export function buildApp(core: Core): Koa<RestState> {
   const app = new Koa<RestState>();
@@ -82,6 +88,17 @@ export function buildApp(core: Core): Koa<RestState> {
     } catch (err) {
       let gatewayError = toGatewayError(err);
       const instance = randomUUID();
+      if (!gatewayError && clientWentAway(ctx)) {
+        // The client cut its request off (an aborted part upload, a dropped connection): a normal
+        // event, not a bug; there is nobody to answer and its bytes are already discarded.
+        log.info('request cut off by the client', {
+          method: ctx.method,
+          path: ctx.path,
+          error: err instanceof Error ? err.message : String(err),
+        });
+        ctx.res.destroy();
+        return;
+      }
       if (!gatewayError) {
         // A bug: logged once here with the id the client also gets; no details leave the server.
         log.error('unexpected error', {
@@ -105,6 +122,8 @@ export function buildApp(core: Core): Koa<RestState> {
       }
       ctx.status = statusOf(gatewayError);
       if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
+      const retry = retryAfter(gatewayError);
+      if (retry) ctx.set('Retry-After', retry);
       const body = errorObject(gatewayError, instance);
       ctx.type =
         ctx.state.format === 'xml' ? 'application/xml; charset=utf-8' : 'application/json; charset=utf-8';

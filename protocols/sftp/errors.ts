@@ -22,6 +22,9 @@ export const familyStatus = {
 export const typeStatus: Partial<Record<ErrorType, StatusCode>> = {
   'bad-request/method-not-allowed': Status.OP_UNSUPPORTED,
   'processing-failure/destination-parent-does-not-exist': Status.NO_SUCH_FILE,
+  // SFTP v3 has no "no space" code (v5's SSH_FX_NO_SPACE_ON_FILESYSTEM is not ours to send):
+  // insufficient-storage is FAILURE with the core's message, which says the storage is full and
+  // which OpenSSH's sftp prints.
 };
 
 /** sftpStatus gives the status code and message a core error is answered with. */

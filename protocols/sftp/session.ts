@@ -18,7 +18,7 @@ import {
   type FileSession,
   type StagedWrite,
 } from '../../src/core/index.ts';
-import type { Logger } from '../../src/log.ts';
+import { LogThrottle, type Logger } from '../../src/log.ts';
 import { sftpStatus } from './errors.ts';
 import {
   HandleTable,
@@ -44,6 +44,9 @@ import {
   type StatusCode,
 } from './packets.ts';
 import { RequestOrder, type Touch } from './order.ts';
+
+// One throttle for every SFTP channel of the process: an outage hits them all at once.
+const outages = new LogThrottle();
 
 /** EXTENSIONS are advertised in VERSION; each is implemented below, and nothing else is advertised. */
 const EXTENSIONS: [string, string][] = [
@@ -247,6 +250,10 @@ export class SftpSession {
    */
   private noteFailure(op: string, paths: string[], err: unknown): void {
     if (!(err instanceof GatewayError)) return;
+    // A full storage is logged once per upload by the core (not once per pipelined WRITE).
+    if (err.type === 'processing-failure/insufficient-storage') return;
+    // An outage fails every request alike: a few lines per cause, not one per request.
+    if (err.family === 'service-unavailable' && !outages.take(err.type)) return;
     const { code } = sftpStatus(err);
     if (code === Status.NO_SUCH_FILE) return;
     this.opts.log.info('sftp request refused', {

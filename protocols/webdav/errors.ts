@@ -39,6 +39,8 @@ export const typeStatus: Partial<Record<ErrorType, number>> = {
   'processing-failure/path-too-long': 400,
   'processing-failure/filename-too-long': 400,
   'processing-failure/invalid-filename': 400,
+  // RFC 4918 §11.5: the server cannot store the representation.
+  'processing-failure/insufficient-storage': 507,
 };
 
 /** statusOf gives the WebDAV status of a core error. */

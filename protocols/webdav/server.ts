@@ -13,8 +13,10 @@ import { randomUUID } from 'node:crypto';
 import type https from 'node:https';
 import Koa from 'koa';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
+import { LogThrottle } from '../../src/log.ts';
 import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
 import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
+import { retryAfter } from '../shared/retry.ts';
 import { authenticate, basicCredentials } from './auth.ts';
 import { DavCondition, statusOf } from './errors.ts';
 import { decodePath, type DavContext, type DavState, type Method } from './http.ts';
@@ -54,6 +56,8 @@ export function buildApp(core: Core): Koa<DavState> {
   app.on('error', (err: Error) => log.debug('connection ended early', { error: err.message }));
   app.use(forwardedFor(core.config.proxy.trusted));
 
+  const outages = new LogThrottle();
+
   /**
    * failed logs a request that failed, once, at info, so an operator sees what a mount hit (a
    * lock, a permission, a refused name). Not logged: a plain 404, which clients ask all the time
@@ -63,6 +67,12 @@ export function buildApp(core: Core): Koa<DavState> {
    */
   const failed = (ctx: DavContext, status: number | null, err: Error): void => {
     if (status === 404 || (status === 401 && !ctx.get('Authorization'))) return;
+    if (err instanceof GatewayError) {
+      // A full storage is logged once per upload by the core already.
+      if (err.type === 'processing-failure/insufficient-storage') return;
+      // An outage fails every request alike: a few lines per cause, not one per request.
+      if (err.family === 'service-unavailable' && !outages.take(err.type)) return;
+    }
     const principal = ctx.state.principal as DavState['principal'] | undefined;
     const user = principal
       ? (principal.user?.username ?? 'api-key')
@@ -99,6 +109,8 @@ export function buildApp(core: Core): Koa<DavState> {
         ctx.status = statusOf(err);
         if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
         if (ctx.status === 405) ctx.set('Allow', ALLOW);
+        const retry = retryAfter(err);
+        if (retry) ctx.set('Retry-After', retry);
         // The rest of an oversized body is not read: close the connection rather than drain it.
         if (ctx.status === 413) ctx.set('Connection', 'close');
         ctx.type = 'text/plain; charset=utf-8';

@@ -177,6 +177,10 @@ const catalogue = {
     'two-factor-authentication-general-error',
     'two-factor-authentication-unsubscribed-recipient',
     'updates-not-allowed-for-remotes',
+    // Extension: the storage the bytes go to (local disk, staging, S3) is full or over its quota
+    // (ENOSPC, EDQUOT, S3's 507). SPEC has no type for it; each front end answers its own
+    // "insufficient storage" (REST and WebDAV 507, FTP 452, SFTP a FAILURE saying so).
+    'insufficient-storage',
   ],
   'rate-limited': [
     'duplicate-share-recipient',
@@ -192,6 +196,9 @@ const catalogue = {
     'uploads-unavailable',
     // Extension: the login gate cannot answer (the database is down); never a wrong password.
     'login-unavailable',
+    // Extension: the database did not answer (connection refused, reset or timed out, SQLite
+    // busy or failing I/O). Transient: REST and WebDAV add Retry-After.
+    'database-unavailable',
   ],
   'site-configuration': [
     'account-already-exists',
@@ -275,4 +282,106 @@ export function modelSaveError(
 function humanField(field: string): string {
   const words = field.replace(/_/g, ' ');
   return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+// Faults of what the core stands on (disk, object store, database), classified once here so each
+// front end's table answers them in its own terms instead of as a bug (issue 12).
+
+/** errorCode is the system or driver code of an error, or of the driver error it wraps. */
+function errorCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; driverError?: { code?: unknown }; cause?: { code?: unknown } } | null;
+  const code = e?.driverError?.code ?? e?.code ?? e?.cause?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/**
+ * isStorageFull tells a write refused for want of space: ENOSPC or EDQUOT from the local disk or
+ * staging, SQLITE_FULL, or an S3-compatible store's 507 / storage-full code (MinIO's
+ * XMinioStorageFull, whose message reads "Storage backend has reached its minimum free drive
+ * threshold").
+ */
+export function isStorageFull(err: unknown): boolean {
+  if (err instanceof GatewayError) return err.type === 'processing-failure/insufficient-storage';
+  const code = errorCode(err);
+  if (code === 'ENOSPC' || code === 'EDQUOT' || code === 'SQLITE_FULL') return true;
+  const s3 = err as { name?: unknown; Code?: unknown; $metadata?: { httpStatusCode?: number } } | null;
+  return (
+    s3?.$metadata?.httpStatusCode === 507 ||
+    s3?.name === 'XMinioStorageFull' ||
+    s3?.Code === 'XMinioStorageFull'
+  );
+}
+
+/** storageFull is the core's error for a write the storage had no room for. */
+export function storageFull(): GatewayError {
+  return new GatewayError(
+    'processing-failure/insufficient-storage',
+    'The storage is full: the upload was not stored and the file is unchanged',
+  );
+}
+
+/** classifyStorageError turns a full storage into `insufficient-storage`; anything else is returned as is. */
+export function classifyStorageError(err: unknown): unknown {
+  return !(err instanceof GatewayError) && isStorageFull(err) ? storageFull() : err;
+}
+
+// node-postgres and its pool report a lost or refused connection with these system codes or
+// messages; SQLSTATE class 08 is "connection exception", 57P01-03 a server shutting down or
+// starting, 53300 too many connections.
+const unreachableCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+]);
+const unreachableMessages =
+  /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|terminating connection/i;
+
+/**
+ * databaseUnreachableCause names why the database did not answer ("ECONNREFUSED",
+ * "SQLITE_BUSY", …), or null for any other error (a constraint, a bug).
+ */
+export function databaseUnreachableCause(err: unknown): string | null {
+  if (err instanceof GatewayError) return null;
+  const code = errorCode(err);
+  if (code) {
+    if (unreachableCodes.has(code) || code.startsWith('08')) return code;
+    // SQLite: another process holds the file past the busy timeout, or the file cannot be read,
+    // written or opened (a failing disk, a file made read-only).
+    if (/^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|READONLY)/.test(code)) return code;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  const m = unreachableMessages.exec(message);
+  if (m) return m[0];
+  // Node 20 reports a refused connection to a name with several addresses as an AggregateError.
+  if (err instanceof AggregateError)
+    for (const inner of err.errors as unknown[]) {
+      const cause = databaseUnreachableCause(inner);
+      if (cause) return cause;
+    }
+  return null;
+}
+
+/**
+ * classifyDatabaseError turns a database that did not answer into
+ * `service-unavailable/database-unavailable` and a database on a full disk into
+ * `insufficient-storage`; anything else is returned as is.
+ */
+export function classifyDatabaseError(err: unknown): unknown {
+  if (err instanceof GatewayError) return err;
+  if (isStorageFull(err)) return storageFull();
+  if (databaseUnreachableCause(err))
+    return new GatewayError(
+      'service-unavailable/database-unavailable',
+      'The service cannot reach its database; try again in a few seconds',
+    );
+  return err;
 }

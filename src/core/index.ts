@@ -138,7 +138,7 @@ export async function createCore(
   log: Logger,
   opts: { migrate?: boolean; background?: boolean } = {},
 ): Promise<Core> {
-  const db = await Database.open(config);
+  const db = await Database.open(config, log);
   try {
     if (opts.migrate !== false) {
       const applied = await db.migrate();

@@ -14,6 +14,8 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { DataSource, type EntityManager } from 'typeorm';
 import type { Config } from '../config.ts';
+import { classifyDatabaseError, databaseUnreachableCause } from '../core/errors.ts';
+import { LogThrottle, type Logger } from '../log.ts';
 import { entities } from './entities.ts';
 import { migrations } from './migrations/index.ts';
 
@@ -35,17 +37,24 @@ export function afterCommit(em: EntityManager, fn: () => void): void {
 /** DatabaseKind tells which server answers: the embedded SQLite file or PostgreSQL. */
 export type DatabaseKind = 'sqlite' | 'postgres';
 
-/** Database serializes units of work on SQLite and runs them in transactions on both databases. */
+/**
+ * Database serializes units of work on SQLite and runs them in transactions on both databases. A
+ * database that does not answer fails every call with `service-unavailable/database-unavailable`
+ * (a full disk under SQLite with `insufficient-storage`), logged at most once per cause every few
+ * seconds; the pool reconnects by itself when the database is back, so no restart is needed.
+ */
 export class Database {
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly throttle = new LogThrottle();
 
   private constructor(
     readonly source: DataSource,
     readonly kind: DatabaseKind,
+    private readonly log: Logger | null,
   ) {}
 
   /** open connects to the database the settings name; it does not migrate. */
-  static async open(config: Config): Promise<Database> {
+  static async open(config: Config, log?: Logger): Promise<Database> {
     const kind: DatabaseKind = config.database.url ? 'postgres' : 'sqlite';
     let source: DataSource;
     if (kind === 'postgres') {
@@ -73,7 +82,7 @@ export class Database {
       });
     }
     await source.initialize();
-    return new Database(source, kind);
+    return new Database(source, kind, log ?? null);
   }
 
   /** migrate applies every pending migration and returns the names it applied. */
@@ -122,11 +131,25 @@ export class Database {
   }
 
   private serialized<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.kind !== 'sqlite') return fn();
-    const run = this.queue.then(fn, fn);
+    const guarded = () => fn().catch((err: unknown) => this.fault(err));
+    if (this.kind !== 'sqlite') return guarded();
+    const run = this.queue.then(guarded, guarded);
     // The queue only orders; a failure belongs to its caller, not to the next unit of work.
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** fault rethrows a failed call, classified; the cause of an outage is logged, throttled. */
+  private fault(err: unknown): never {
+    const cause = databaseUnreachableCause(err);
+    const held = cause && this.throttle.take(cause);
+    if (held)
+      this.log?.error('database unavailable', {
+        cause,
+        error: err instanceof Error ? err.message : String(err),
+        ...(held.held ? { held_back: held.held } : {}),
+      });
+    throw classifyDatabaseError(err);
   }
 }
 

@@ -5,6 +5,7 @@
  * core write that commits only when its data connection ended normally (DESIGN.md "Uploads").
  */
 import { Readable, Transform } from 'node:stream';
+import { GatewayError } from '../../../src/core/index.ts';
 import { pipeline } from 'node:stream/promises';
 import net from 'node:net';
 import type { Command, FtpConnection, Transfer } from '../connection.ts';
@@ -77,7 +78,7 @@ function store(mode: 'STOR' | 'APPE'): Command {
         // Only a data connection that ended normally (FIN, or TLS close) ends `body`; a reset or a
         // close before the end destroys it, so the core discards the upload (DESIGN.md "Uploads").
         const body = counter(t);
-        pipeline(socket, body).catch(() => undefined);
+        const received = pipeline(socket, body).catch(() => undefined);
         try {
           await upload.send(body, { signal: t.controller.signal });
         } catch (err) {
@@ -86,6 +87,10 @@ function store(mode: 'STOR' | 'APPE'): Command {
               426,
               'The data connection broke; the upload was discarded, the file is unchanged',
             );
+          // The core drains the rest of a refused body: let the client finish sending, then tell
+          // it (lftp cut off mid-send takes the reset for a network error, reconnects and resumes).
+          if (err instanceof GatewayError && err.type === 'processing-failure/insufficient-storage')
+            await received;
           throw err;
         }
         c.reply(226, 'Transfer complete');

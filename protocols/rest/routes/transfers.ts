@@ -75,6 +75,16 @@ export function transferRoutes(router: RestRouter, core: Core): void {
       ctx.set('ETag', `"${part.etag}"`);
       ctx.status = 200;
       ctx.body = '';
+    } catch (err) {
+      // A part the store had no room for is one failed transfer: one line for the operator (the
+      // other front ends' uploads are logged by the core's write handle).
+      if (err instanceof GatewayError && err.type === 'processing-failure/insufficient-storage')
+        core.log.warn('upload refused: the storage is full', {
+          interface: 'restapi',
+          ip: ctx.request.ip,
+          part: true,
+        });
+      throw err;
     } finally {
       ctx.req.off('close', onClose);
       // Whatever was not read (an early error) is drained, so the connection stays usable.

@@ -26,6 +26,7 @@ import {
 import { clientIp, ipAllowed } from '../access/allowed-ips.ts';
 import { recordAction, type FailureType } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
+import { LogThrottle } from '../../log.ts';
 import { GatewayError } from '../errors.ts';
 import type { Interface, Principal } from '../principal.ts';
 import { verifyPassword } from './passwords.ts';
@@ -86,6 +87,8 @@ export class LoginGate {
   // Only an HMAC of a password under this per-process key is kept in the credential cache.
   private readonly cacheKey = randomBytes(32);
 
+  private readonly outages = new LogThrottle();
+
   constructor(private readonly ctx: CoreContext) {}
 
   /** login runs the whole gate and records `login`, or `failedlogin` and throws. */
@@ -138,11 +141,17 @@ export class LoginGate {
     try {
       return await fn();
     } catch (err) {
-      if (err instanceof GatewayError) throw err;
-      this.ctx.log.error('login gate unavailable: the database did not answer', {
-        interface: iface,
-        error: err instanceof Error ? err.message : String(err),
-      });
+      // The database layer names an outage database-unavailable; at the gate it is a login that
+      // cannot be checked, the more precise answer.
+      if (err instanceof GatewayError && err.type !== 'service-unavailable/database-unavailable') throw err;
+      // Every request of an outage fails here alike: one line per interface every few seconds.
+      const held = this.outages.take(iface);
+      if (held)
+        this.ctx.log.error('login gate unavailable: the database did not answer', {
+          interface: iface,
+          error: err instanceof Error ? err.message : String(err),
+          ...(held.held ? { held_back: held.held } : {}),
+        });
       throw new GatewayError(
         'service-unavailable/login-unavailable',
         'Logins cannot be checked right now; try again later',

@@ -3,7 +3,12 @@
  * more may be waiting (then it runs again at once), otherwise the loop sleeps `intervalMs`.
  * stop() ends the loop and waits for the running tick; ticks never overlap.
  */
-import type { Logger } from '../../log.ts';
+import { LogThrottle, type Logger } from '../../log.ts';
+import { GatewayError } from '../errors.ts';
+
+// Shared by every loop: during a database outage each job fails on each tick, and the database
+// layer has logged the cause already; one line every few seconds for all of them says enough.
+const outages = new LogThrottle();
 
 /** Loop is one background job of the core (webhooks, exports, e-mail, pruning). */
 export class Loop {
@@ -59,10 +64,14 @@ export class Loop {
       this.timer = null;
       this.running = this.tick()
         .catch((err: unknown) => {
-          this.log.warn('background job failed; trying again later', {
-            job: this.name,
-            error: (err as Error).message ?? String(err),
-          });
+          const outage = err instanceof GatewayError && err.family === 'service-unavailable';
+          const held = outage ? outages.take(err.type) : { held: 0 };
+          if (held)
+            this.log.warn('background job failed; trying again later', {
+              job: this.name,
+              error: (err as Error).message ?? String(err),
+              ...(held.held ? { held_back: held.held } : {}),
+            });
           return false;
         })
         .then((more) => {

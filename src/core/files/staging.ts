@@ -11,7 +11,7 @@ import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promise
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
-import { GatewayError } from '../errors.ts';
+import { classifyStorageError, GatewayError, isStorageFull } from '../errors.ts';
 import type { Entry } from './namespace.ts';
 import type { WriteHandle } from './write.ts';
 
@@ -66,6 +66,10 @@ export class StagedWrite {
   private md5: Hash | null = createHash('md5');
   private crc = 0;
   private hashedUpTo = 0;
+  // Set once the staging disk refused a write for want of space: every later write and the commit
+  // fail with this same error at once, so a client's pipelined WRITEs after the first make no
+  // more I/O and the front end can tell it is one failed upload, not many (issue 12).
+  private full: GatewayError | null = null;
 
   private constructor(
     private readonly handle: WriteHandle,
@@ -86,9 +90,15 @@ export class StagedWrite {
     current: Readable | null,
     truncate: boolean,
   ): Promise<StagedWrite> {
-    await mkdir(dir, { recursive: true });
     const file = path.join(dir, `${randomUUID()}.part`);
-    const fh = await open(file, 'w+', 0o600);
+    let fh: FileHandle;
+    try {
+      await mkdir(dir, { recursive: true });
+      fh = await open(file, 'w+', 0o600);
+    } catch (err) {
+      current?.destroy();
+      throw handle.noteFull(classifyStorageError(err));
+    }
     const staged = new StagedWrite(handle, file, fh, 0);
     try {
       // Chunk by chunk rather than through fh.createWriteStream: a stream on a FileHandle
@@ -109,6 +119,7 @@ export class StagedWrite {
   /** writeAt writes `data` at `offset`, growing the content as needed (holes read as zeros). */
   async writeAt(offset: number, data: Uint8Array): Promise<void> {
     this.live();
+    if (this.full) throw this.full;
     // Hashed before the await, so pipelined writes are hashed in the order they were issued.
     if (this.md5 && offset === this.hashedUpTo) {
       this.md5.update(data);
@@ -118,9 +129,13 @@ export class StagedWrite {
       this.md5 = null;
     }
     let at = 0;
-    while (at < data.length) {
-      const { bytesWritten } = await this.fh.write(data, at, data.length - at, offset + at);
-      at += bytesWritten;
+    try {
+      while (at < data.length) {
+        const { bytesWritten } = await this.fh.write(data, at, data.length - at, offset + at);
+        at += bytesWritten;
+      }
+    } catch (err) {
+      throw this.classify(err);
     }
     this.size = Math.max(this.size, offset + data.length);
     this.dirty = true;
@@ -167,7 +182,9 @@ export class StagedWrite {
   async truncate(size: number): Promise<void> {
     this.live();
     if (size !== this.hashedUpTo) this.md5 = null;
-    await this.fh.truncate(size);
+    await this.fh.truncate(size).catch((err: unknown) => {
+      throw this.classify(err);
+    });
     this.size = size;
     this.dirty = true;
   }
@@ -190,7 +207,9 @@ export class StagedWrite {
   /** flush makes the staged bytes durable on local disk (fsync@openssh.com). */
   async flush(): Promise<void> {
     this.live();
-    await this.fh.sync();
+    await this.fh.sync().catch((err: unknown) => {
+      throw this.classify(err);
+    });
   }
 
   /**
@@ -199,6 +218,12 @@ export class StagedWrite {
    */
   async commit(opts: { signal?: AbortSignal } = {}): Promise<Entry> {
     this.live();
+    if (this.full) {
+      // Some bytes never reached the staging file: committing would store a file with holes.
+      const full = this.full;
+      await this.abort();
+      throw full;
+    }
     this.done = true;
     try {
       await this.fh.close();
@@ -234,5 +259,15 @@ export class StagedWrite {
   private live(): void {
     if (this.done)
       throw new GatewayError('processing-failure/file-not-uploaded', 'This upload is already closed');
+  }
+
+  /** classify turns a full staging disk into insufficient-storage, remembered for what follows. */
+  private classify(err: unknown): unknown {
+    const classified = classifyStorageError(err);
+    if (isStorageFull(classified) && !this.full) {
+      this.full = classified as GatewayError;
+      this.handle.noteFull(classified);
+    }
+    return this.full ?? classified;
   }
 }

@@ -13,13 +13,13 @@
  * blob it owns: an adopted blob stays with its owner whatever happens, so a failed commit can be
  * retried (issue 11: a retried `end` must never name a deleted blob).
  */
-import type { Readable } from 'node:stream';
+import { finished, PassThrough, type Readable } from 'node:stream';
 import type { EntityManager } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { requireCapability } from '../access/rights.ts';
 import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
-import { GatewayError } from '../errors.ts';
+import { GatewayError, isStorageFull } from '../errors.ts';
 import { baseName, parentOf } from '../paths.ts';
 import type { BlobStore } from './blobstore.ts';
 import { markGarbage, type Blobs, type NewBlob } from './blobs.ts';
@@ -58,6 +58,7 @@ export class WriteHandle {
   private owned: NewBlob | null = null;
   private content: (BlobFacts & { blobId: string }) | null = null;
   private done = false;
+  private fullNoted = false;
 
   private constructor(
     private readonly scope: WriteScope,
@@ -127,16 +128,18 @@ export class WriteHandle {
 
   /**
    * put streams `source` into a new blob the handle owns, hashing it. On failure or abort the blob
-   * is given up and the error thrown (an abort is `file-not-uploaded`); the handle stays open.
+   * is given up, `source` destroyed and the error thrown (an abort is `file-not-uploaded`); the
+   * handle stays open. With `drain`, a full storage leaves `source` readable, detached, for the
+   * caller to drain (a client cut off mid-body sees a reset, not the refusal).
    */
-  async put(source: Readable, opts: { signal?: AbortSignal } = {}): Promise<void> {
+  async put(source: Readable, opts: { signal?: AbortSignal; drain?: boolean } = {}): Promise<void> {
     this.live();
     const hasher = new Hasher();
     // Listened to before the first await: a body that fails meanwhile must not be unhandled.
     source.once('error', (err) => hasher.destroy(err));
     const blob = await this.scope.blobs.create().catch((err: unknown) => {
       source.destroy();
-      throw err;
+      throw this.noteFull(err);
     });
     try {
       await this.scope.store.put(
@@ -145,14 +148,15 @@ export class WriteHandle {
         opts.signal ? { signal: opts.signal } : {},
       );
     } catch (err) {
-      source.destroy();
+      if (opts.drain && isStorageFull(err)) source.unpipe(hasher);
+      else source.destroy();
       await this.scope.blobs.discard(blob.blobId, blob);
       if (opts.signal?.aborted)
         throw new GatewayError(
           'processing-failure/file-not-uploaded',
           'The upload was aborted; the file is unchanged',
         );
-      throw err;
+      throw this.noteFull(err);
     }
     await this.release();
     this.owned = blob;
@@ -170,7 +174,7 @@ export class WriteHandle {
       ({ size } = await adopt(blob.blobId, file));
     } catch (err) {
       await this.scope.blobs.discard(blob.blobId, blob);
-      throw err;
+      throw this.noteFull(err);
     }
     await this.release();
     this.owned = blob;
@@ -192,17 +196,23 @@ export class WriteHandle {
   async send(body: Readable, opts: SendOptions = {}): Promise<Entry> {
     const keep = this.keep;
     const old = this.existing;
+    // The body reaches the kept bytes' concatenation through a pipe, so a failure can destroy the
+    // concatenation and still drain the client's stream.
     const source =
       keep > 0
         ? concat([
             () => this.scope.blobs.open(old!.blob_id!, { range: { start: 0, end: keep - 1 } }),
-            () => body,
+            () => follow(body),
           ])
         : body;
     try {
-      await this.put(source, opts.signal ? { signal: opts.signal } : {});
+      await this.put(source, { drain: source === body, ...(opts.signal ? { signal: opts.signal } : {}) });
       return await this.commit(opts.mtime ? { mtime: opts.mtime } : {});
     } catch (err) {
+      if (source !== body) {
+        body.unpipe();
+        source.destroy();
+      }
       body.resume();
       await this.abort();
       throw err;
@@ -271,6 +281,24 @@ export class WriteHandle {
     }
   }
 
+  /**
+   * noteFull logs, once per upload and for every front end alike, that the storage had no room for
+   * it (the store classified it as insufficient-storage), and returns `err`. The front ends answer
+   * it in their terms and do not log it again (issue 12: one line per failed transfer).
+   */
+  noteFull(err: unknown): unknown {
+    if (!isStorageFull(err) || this.fullNoted) return err;
+    this.fullNoted = true;
+    const { principal } = this.scope;
+    this.scope.ctx.log.warn('upload refused: the storage is full', {
+      interface: principal.interface,
+      user: principal.user?.username ?? null,
+      ip: principal.ip,
+      path: `/${this.target}`,
+    });
+    return err;
+  }
+
   /** abort gives up the handle: its own blob, if any, becomes garbage. Safe to call twice. */
   async abort(): Promise<void> {
     this.done = true;
@@ -289,4 +317,16 @@ export class WriteHandle {
     if (this.done)
       throw new GatewayError('processing-failure/file-not-uploaded', 'This upload is already closed');
   }
+}
+
+/**
+ * follow pipes `body` into a stream that fails when `body` fails or closes early (pipe() alone
+ * does not pass errors on) and whose destruction leaves `body` itself readable.
+ */
+function follow(body: Readable): Readable {
+  const tail = new PassThrough();
+  finished(body, (err) => {
+    if (err) tail.destroy(err);
+  });
+  return body.pipe(tail);
 }

@@ -1,6 +1,16 @@
 import { expect } from 'chai';
-import { errorTitle, errorTypes, GatewayError, modelSaveError } from '../../../src/core/errors.ts';
+import {
+  classifyDatabaseError,
+  classifyStorageError,
+  databaseUnreachableCause,
+  errorTitle,
+  errorTypes,
+  GatewayError,
+  modelSaveError,
+} from '../../../src/core/errors.ts';
+import { LogThrottle } from '../../../src/log.ts';
 import { errorObject, statusOf } from '../../../protocols/rest/errors.ts';
+import { retryAfter } from '../../../protocols/shared/retry.ts';
 import { sftpStatus } from '../../../protocols/sftp/errors.ts';
 import {
   familyStatus as davFamilyStatus,
@@ -54,6 +64,7 @@ describe('error catalogue', () => {
           'bad-request/unsupported-media-type',
           'bad-request/unsupported-http-response-format',
           'processing-failure/invalid-range',
+          'processing-failure/insufficient-storage',
         ].includes(type) &&
         !type.endsWith('-locked')
       ) {
@@ -67,6 +78,9 @@ describe('error catalogue', () => {
     expect(statusOf(new GatewayError('processing-failure/file-locked'))).to.equal(423);
     expect(statusOf(new GatewayError('bad-request/method-not-allowed'))).to.equal(405);
     expect(statusOf(new GatewayError('processing-failure/invalid-range'))).to.equal(416);
+    expect(statusOf(new GatewayError('processing-failure/insufficient-storage'))).to.equal(507);
+    expect(retryAfter(new GatewayError('service-unavailable/database-unavailable'))).to.match(/^\d+$/);
+    expect(retryAfter(new GatewayError('processing-failure/insufficient-storage'))).to.equal(null);
   });
 
   it('maps every type to an FTP reply (STYLE.md §3 table)', () => {
@@ -91,6 +105,8 @@ describe('error catalogue', () => {
       'bad-request/invalid-upload-offset': 554,
       'processing-failure/invalid-range': 554,
       'processing-failure/file-not-uploaded': 426,
+      'processing-failure/insufficient-storage': 552,
+      'service-unavailable/database-unavailable': 451,
     };
     for (const type of errorTypes) {
       const reply = ftpReplyFor(new GatewayError(type));
@@ -99,6 +115,11 @@ describe('error catalogue', () => {
       expect(reply.text, type).to.not.match(/[\r\n]/);
     }
     expect(ftpReplyFor(new GatewayError('rate-limited/too-many-login-attempts')).close).to.equal(true);
+    // A database outage keeps the session (451); the gate's own refusal still closes it (421).
+    expect(ftpReplyFor(new GatewayError('service-unavailable/database-unavailable')).close).to.not.equal(
+      true,
+    );
+    expect(ftpReplyFor(new GatewayError('service-unavailable/login-unavailable')).close).to.equal(true);
   });
 
   it('maps every type to a WebDAV status (STYLE.md §3 table)', () => {
@@ -119,6 +140,7 @@ describe('error catalogue', () => {
       'processing-failure/path-too-long': 400,
       'processing-failure/filename-too-long': 400,
       'processing-failure/invalid-filename': 400,
+      'processing-failure/insufficient-storage': 507,
     };
     for (const type of errorTypes) {
       const err = new GatewayError(type);
@@ -162,5 +184,53 @@ describe('error catalogue', () => {
       model_errors: { username: ['has already been taken'] },
     });
     expect(body.model_error_keys).to.have.property('username');
+  });
+});
+
+describe('fault classification (issue 12)', () => {
+  const sys = (code: string) => Object.assign(new Error(code), { code });
+
+  it('a full disk or quota is insufficient-storage; other storage errors stay as they are', () => {
+    for (const err of [
+      sys('ENOSPC'),
+      sys('EDQUOT'),
+      Object.assign(new Error('full'), { name: 'XMinioStorageFull', $metadata: { httpStatusCode: 507 } }),
+    ])
+      expect((classifyStorageError(err) as GatewayError).type).to.equal(
+        'processing-failure/insufficient-storage',
+      );
+    const other = sys('EACCES');
+    expect(classifyStorageError(other)).to.equal(other);
+  });
+
+  it('a database that does not answer is database-unavailable; a constraint or a bug is not', () => {
+    for (const err of [
+      sys('ECONNREFUSED'),
+      sys('ECONNRESET'),
+      sys('57P01'),
+      sys('08006'),
+      Object.assign(new Error('query failed'), { driverError: { code: 'SQLITE_BUSY' } }),
+      new Error('Connection terminated unexpectedly'),
+      new AggregateError([sys('ECONNREFUSED')], 'connect failed'),
+    ])
+      expect((classifyDatabaseError(err) as GatewayError).type, String(err)).to.equal(
+        'service-unavailable/database-unavailable',
+      );
+    expect((classifyDatabaseError(sys('SQLITE_FULL')) as GatewayError).type).to.equal(
+      'processing-failure/insufficient-storage',
+    );
+    for (const err of [sys('23505'), sys('SQLITE_CONSTRAINT_UNIQUE'), new TypeError('x is undefined')]) {
+      expect(databaseUnreachableCause(err)).to.equal(null);
+      expect(classifyDatabaseError(err)).to.equal(err);
+    }
+  });
+
+  it('LogThrottle lets one line per key through per window and counts the rest', () => {
+    const t = new LogThrottle(1000);
+    expect(t.take('a', 0)).to.deep.equal({ held: 0 });
+    expect(t.take('a', 10)).to.equal(null);
+    expect(t.take('a', 999)).to.equal(null);
+    expect(t.take('b', 20)).to.deep.equal({ held: 0 });
+    expect(t.take('a', 1000)).to.deep.equal({ held: 2 });
   });
 });

@@ -8,6 +8,7 @@ import { mkdir, open, rename, rm, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { classifyStorageError } from '../../errors.ts';
 import { BlobNotFound, isBlobId, type BlobId, type BlobStore, type ByteRange } from '../blobstore.ts';
 import { sweepStale } from '../staging.ts';
 
@@ -30,6 +31,9 @@ export class LocalBlobStore implements BlobStore {
     body.once('error', early);
     try {
       await mkdir(path.dirname(final), { recursive: true });
+    } catch (err) {
+      body.destroy();
+      throw classifyStorageError(err);
     } finally {
       body.off('error', early);
     }
@@ -49,7 +53,8 @@ export class LocalBlobStore implements BlobStore {
       return { size: (await stat(final)).size };
     } catch (err) {
       await rm(partial, { force: true });
-      throw err;
+      // A full disk (ENOSPC, EDQUOT) is the core's insufficient-storage, not a bug.
+      throw classifyStorageError(err);
     }
   }
 
@@ -68,6 +73,14 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async adopt(id: BlobId, file: string): Promise<{ size: number }> {
+    try {
+      return await this.adoptFile(id, file);
+    } catch (err) {
+      throw classifyStorageError(err);
+    }
+  }
+
+  private async adoptFile(id: BlobId, file: string): Promise<{ size: number }> {
     const final = this.file(id);
     await mkdir(path.dirname(final), { recursive: true });
     const handle = await open(file, 'r');

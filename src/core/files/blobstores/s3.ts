@@ -26,6 +26,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { classifyStorageError } from '../../errors.ts';
 import {
   BlobNotFound,
   isBlobId,
@@ -125,7 +126,8 @@ export class S3BlobStore implements MultipartBlobStore {
       counted.destroy();
       // The id is new (BlobStore.put never overwrites), so whatever is under it is ours to remove.
       await this.delete(id).catch(() => {});
-      throw failure;
+      // An S3-compatible store out of space (507, MinIO's XMinioStorageFull) is insufficient-storage.
+      throw classifyStorageError(failure);
     }
     return { size };
   }
