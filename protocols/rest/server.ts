@@ -203,7 +203,9 @@ export function restFrontEnd(): FrontEnd {
   return {
     name: 'https',
     async start(core, opts) {
-      server = createHttpsServer(opts.tls, buildApp(core).callback() as never, { requestMs: 300_000 });
+      server = createHttpsServer(core, 'restapi', opts.tls, buildApp(core).callback() as never, {
+        requestMs: 300_000,
+      });
       return { port: await listen(server, opts.port, opts.host) };
     },
     async stop() {
