@@ -2,8 +2,9 @@
  * The FTP front end: a listener for plain FTP with explicit TLS (AUTH TLS, `ports.ftp`) or one
  * for implicit TLS (`ports.ftps`), each with one TLS SecureContext shared by its control and data
  * connections, so a data connection can resume its control connection's TLS session (the
- * certificate is the HTTPS one). `stop` says 421 to every session and waits for them to close; it
- * never exits the process.
+ * certificate is the HTTPS one). Every connection counts against the gateway's connection limits
+ * (one over a limit is greeted with 421 and closed) and must log in within the login grace. `stop`
+ * says 421 to every session and waits for them to close; it never exits the process.
  */
 import net from 'node:net';
 import tls from 'node:tls';

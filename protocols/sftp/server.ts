@@ -146,8 +146,8 @@ export function sftpFrontEnd(): FrontEnd {
       // Login grace (OpenSSH's LoginGraceTime): from accept until authenticated. ssh2 has no timeout
       // before authentication, nor one before the client's identification line (a port scanner or
       // a half-dead peer that says nothing would hold its socket for good), so we accept the sockets
-      // ourselves and end one not authenticated in time.
-      const graceMs = cfg.login_grace_seconds * 1000;
+      // ourselves and end one not authenticated in time (or idle for the idle timeout, if shorter).
+      const graceMs = Math.min(cfg.login_grace_seconds, cfg.idle_timeout_seconds) * 1000;
       // noDelay: SFTP is request-reply with small packets; with Nagle's algorithm each reply
       // waited for the client's delayed ACK (about 40 ms a request: sshfs made 20 files a second).
       const s = net.createServer({ noDelay: true }, (socket) => {
