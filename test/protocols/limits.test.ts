@@ -4,7 +4,7 @@
  * lowered with prlimit, so the flood would have exhausted it before); refusals in each protocol's
  * terms and logged once per address per minute; the login grace of FTP and SSH; the per-user
  * session limit; the per-user bound on FTP passive listeners; the HTTP body-progress timeout.
- * Connections, not data: SQLite only.
+ * Connections, not data: the process runs on SQLite; the in-process gateways on the run's database.
  */
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import https from 'node:https';
@@ -14,7 +14,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { expect } from 'chai';
 import ssh2 from 'ssh2';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.ts';
+import { dbKind, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
 import { createFtpUser, PASSWORD, RawControl, run } from './ftp/clients.ts';
 import { authArgs, SSH_OPTIONS } from './sftp/clients.ts';
@@ -120,7 +120,7 @@ function logLines(p: ServedProcess, message: string): Record<string, unknown>[] 
     .filter((l) => l.message === message);
 }
 
-describe('connection limits (sqlite; connections, not data)', function () {
+describe(`connection limits (${dbKind})`, function () {
   this.timeout(120_000);
 
   describe('a gateway process whose open-file limit prlimit lowered to 256', () => {
