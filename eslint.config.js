@@ -103,7 +103,10 @@ function crossProtocolPattern(own) {
   const others = PROTOCOLS.filter((p) => p !== own).join('|');
   return {
     regex: `^(\\./)?(\\.\\./)+(protocols/)?(${others})(/|$)`,
-    message: `protocols/${own}/ must not import another adapter; share code through the core (STYLE.md §2).`,
+    message:
+      own === 'shared'
+        ? 'protocols/shared/ is the kit every adapter imports; it imports no adapter (STYLE.md §10).'
+        : `protocols/${own}/ must not import another adapter; share code through the core or protocols/shared/ (STYLE.md §2).`,
   };
 }
 
@@ -137,8 +140,10 @@ export default defineConfig(
     files: ['protocols/**'],
     rules: { 'no-restricted-imports': ['error', { patterns: PROTOCOL_IMPORT_PATTERNS }] },
   },
-  // One block per adapter: a later block replaces the rule's options, so each repeats the common list.
-  PROTOCOLS.map((own) => ({
+  // One block per adapter and one for the kit (protocols/shared/, which every adapter may import and
+  // which imports none of them): a later block replaces the rule's options, so each repeats the
+  // common list.
+  [...PROTOCOLS, 'shared'].map((own) => ({
     files: [`protocols/${own}/**`],
     rules: {
       'no-restricted-imports': [

@@ -55,6 +55,7 @@ const ipOrCidr = z.string().refine(
 );
 
 const positiveInt = z.coerce.number().int().positive();
+const nonNegativeInt = z.coerce.number().int().min(0);
 
 // One outgoing webhook (issue 7): where to send file Actions, which ones, and how to sign them.
 // SPEC's Action names a webhook may filter on; a misspelt one would silently never match.
@@ -176,13 +177,25 @@ const schema = z.object({
     require_session_reuse: boolish,
     idle_timeout_seconds: positiveInt,
     data_timeout_seconds: positiveInt,
+    login_grace_seconds: positiveInt,
+    passive_listeners_per_user: nonNegativeInt,
   }),
   sftp: z.object({
     banner: z.string(),
     idle_timeout_seconds: positiveInt,
+    login_grace_seconds: positiveInt,
     keepalive_interval_seconds: positiveInt,
     max_handles: positiveInt,
     max_inflight_requests: positiveInt,
+  }),
+  limits: z.object({
+    max_connections: nonNegativeInt,
+    max_connections_per_address: nonNegativeInt,
+    max_sessions_per_user: nonNegativeInt,
+  }),
+  http: z.object({
+    idle_timeout_seconds: positiveInt,
+    body_timeout_seconds: positiveInt,
   }),
   webhooks: z.array(webhook),
   events: z.object({
@@ -234,6 +247,9 @@ const envKeys: Record<string, string> = {
   SVC_TLS_KEY: 'tls.key',
   SVC_SECRET: 'secret',
   SVC_LOG_LEVEL: 'log_level',
+  SVC_MAX_CONNECTIONS: 'limits.max_connections',
+  SVC_MAX_CONNECTIONS_PER_ADDRESS: 'limits.max_connections_per_address',
+  SVC_MAX_SESSIONS_PER_USER: 'limits.max_sessions_per_user',
   SVC_CREDENTIAL_CACHE_SECONDS: 'accounts.credential_cache_seconds',
   SVC_LOGIN_WINDOW_SECONDS: 'accounts.login_window_seconds',
   SVC_SITE_ALLOWED_IPS: 'site.allowed_ips',

@@ -13,9 +13,10 @@
 import type net from 'node:net';
 import tls from 'node:tls';
 import type { Core, FileSession, Principal } from '../../src/core/index.ts';
-import { resolveChroot } from '../../src/core/index.ts';
+import { GatewayError, resolveChroot } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { clientAddress } from '../shared/proxy.ts';
+import { isRefusal, userKey, type ConnectionLimits, type Lease } from '../shared/limits.ts';
 import { commands } from './commands/index.ts';
 import { DataChannel, plainAddress, type DataSettings } from './data.ts';
 import { replyForUnknown, ReplyError, type FtpReply } from './errors.ts';
@@ -29,6 +30,8 @@ export interface ServerContext {
   log: Logger;
   secureContext: tls.SecureContext;
   data: Omit<DataSettings, 'secureContext'>;
+  /** the gateway's connection limits (sessions per user, passive listeners per user) */
+  limits: ConnectionLimits;
   requireTls: boolean;
   idleTimeoutMs: number;
   /** the IPv4 address PASV names ('' for the control connection's local address) */
@@ -67,6 +70,8 @@ export class FtpConnection {
   username: string | null = null;
   principal: Principal | null = null;
   private fileSession: FileSession | null = null;
+  /** this login's place among its user's sessions */
+  private sessionLease: Lease | null = null;
   /** the working directory relative to the user's root ('' is `/`) */
   cwd = '';
   /** the offset REST set for the next RETR or STOR */
@@ -130,8 +135,20 @@ export class FtpConnection {
     return this.fileSession;
   }
 
-  /** loggedIn records a successful login. */
+  /**
+   * loggedIn records a successful login, or refuses it with `rate-limited/…` (421, and the
+   * connection closes) when the user already has as many sessions as `max_sessions_per_user`.
+   */
   loggedIn(principal: Principal): void {
+    const lease = this.server.limits.openSession(userKey(principal));
+    if (isRefusal(lease)) {
+      this.server.limits.refused('ftp', this.peer, lease, { user: principal.user?.username });
+      throw new GatewayError('rate-limited/too-many-concurrent-requests', lease.message);
+    }
+    // The connection may have closed while the gate was checking the password.
+    if (this.closed) lease.release();
+    else this.sessionLease = lease;
+    this.data.owner = userKey(principal);
     this.principal = principal;
     this.fileSession = this.core.files.session(principal);
     this.log = this.log.child({ user: principal.user?.username });
@@ -338,6 +355,7 @@ export class FtpConnection {
     if (this.closed) return;
     this.closed = true;
     this.resolveClosed();
+    this.sessionLease?.release();
     // A lost control connection discards an upload in progress (DESIGN.md "Uploads").
     this.transfer?.controller.abort();
     this.data.release();

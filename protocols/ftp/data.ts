@@ -6,7 +6,10 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
+import { isRefusal, plainAddress, type ConnectionLimits, type Lease } from '../shared/limits.ts';
 import { ReplyError } from './errors.ts';
+
+export { plainAddress };
 
 /** DataSettings are what the channel needs from the listener and the settings. */
 export interface DataSettings {
@@ -23,16 +26,17 @@ export interface DataSettings {
    */
   stallMs: number;
   activeMode: boolean;
-}
-
-/** plainAddress drops the IPv4-mapped prefix, so ::ffff:127.0.0.1 and 127.0.0.1 compare equal. */
-export function plainAddress(address: string | undefined): string {
-  return (address ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+  /** the gateway's limits, which bound the passive listeners one user holds at once */
+  limits: ConnectionLimits;
 }
 
 /** DataChannel opens the data connections of one control connection. */
 export class DataChannel {
   private listener: net.Server | null = null;
+  /** the pending listener's place among its user's passive listeners */
+  private listenerLease: Lease | null = null;
+  /** whose passive listeners this session's count among (set at login; PASV needs a login) */
+  owner: string | null = null;
   /** a connection that arrived before the transfer command took it */
   private early: net.Socket | null = null;
   private onAccept: ((socket: net.Socket) => void) | null = null;
@@ -56,6 +60,13 @@ export class DataChannel {
   /** listen opens the session's one passive listener (releasing any earlier one) and returns its port. */
   async listen(): Promise<number> {
     this.release();
+    // One user's sessions together hold a bounded share of the range (issue 12: 110 sessions of
+    // one user took every port, and every other user got 425).
+    const lease = this.owner === null ? null : this.settings.limits.holdPassive(this.owner);
+    if (lease && isRefusal(lease)) {
+      this.settings.limits.refused('ftp', plainAddress(this.peer), lease, { user: this.owner });
+      throw new ReplyError(425, lease.message);
+    }
     const { first, last } = this.settings.range;
     const count = last - first + 1;
     // A random start spreads sessions over the range; EADDRINUSE moves on, so ports taken by other
@@ -72,8 +83,10 @@ export class DataChannel {
       server.on('error', () => this.release());
       server.on('connection', (socket) => this.accepted(server, socket));
       this.listener = server;
+      this.listenerLease = lease;
       return port;
     }
+    lease?.release();
     throw new ReplyError(425, 'No passive port is free; try again later');
   }
 
@@ -103,7 +116,7 @@ export class DataChannel {
     }
     // One connection per PASV: the port is released as soon as it has one.
     server.close();
-    if (this.listener === server) this.listener = null;
+    if (this.listener === server) this.closeListener();
     socket.on('error', () => undefined);
     if (this.onAccept) this.onAccept(socket);
     else {
@@ -224,13 +237,20 @@ export class DataChannel {
 
   /** release closes the pending listener, a waiting connection and the current data socket. */
   release(): void {
-    this.listener?.close();
-    this.listener = null;
+    this.closeListener();
     this.early?.destroy();
     this.early = null;
     this.target = null;
     this.current?.destroy();
     this.current = null;
+  }
+
+  /** closeListener closes the pending passive listener and gives back its place. */
+  private closeListener(): void {
+    this.listener?.close();
+    this.listener = null;
+    this.listenerLease?.release();
+    this.listenerLease = null;
   }
 
   /**

@@ -2,12 +2,14 @@
  * The FTP front end: a listener for plain FTP with explicit TLS (AUTH TLS, `ports.ftp`) or one
  * for implicit TLS (`ports.ftps`), each with one TLS SecureContext shared by its control and data
  * connections, so a data connection can resume its control connection's TLS session (the
- * certificate is the HTTPS one). `stop` says 421 to every session and waits for them to close; it
- * never exits the process.
+ * certificate is the HTTPS one). Every connection counts against the gateway's connection limits
+ * (one over a limit is greeted with 421 and closed) and must log in within the login grace. `stop`
+ * says 421 to every session and waits for them to close; it never exits the process.
  */
 import net from 'node:net';
 import tls from 'node:tls';
 import type { FrontEnd } from '../../src/core/index.ts';
+import { connectionLimits, type Refusal } from '../shared/limits.ts';
 import { listen } from '../shared/listener.ts';
 import { acceptProxyProtocol } from '../shared/proxy.ts';
 import { FtpConnection, type ServerContext } from './connection.ts';
@@ -26,6 +28,7 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
     name: kind,
     async start(core, opts) {
       const settings = core.config.ftp;
+      const limits = connectionLimits(core);
       const context: ServerContext = {
         core,
         log: core.log.child({ interface: 'ftp', listener: kind }),
@@ -39,21 +42,36 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
           // A transfer stalled on backpressure is not idleness at once (a paused client catches
           // up), but one that moved nothing for the idle timeout, or the data timeout if longer, is.
           stallMs: Math.max(settings.idle_timeout_seconds, settings.data_timeout_seconds) * 1000,
+          limits,
         },
+        limits,
         requireTls: settings.require_tls,
         idleTimeoutMs: settings.idle_timeout_seconds * 1000,
         passiveAddress: settings.passive_address,
       };
+      const graceMs = settings.login_grace_seconds * 1000;
       const s = net.createServer((raw) => {
         raw.setNoDelay(true);
         raw.on('error', () => undefined);
+        const refuse = (sock: net.Socket, refusal: Refusal) =>
+          refuseConnection(sock, refusal, kind === 'ftps' ? context.secureContext : null);
+        if (!limits.admitOrRefuse(kind, raw, refuse)) return;
         const socket =
           kind === 'ftps'
             ? new tls.TLSSocket(raw, { isServer: true, secureContext: context.secureContext })
             : raw;
         const connection = new FtpConnection(context, socket, kind === 'ftps');
         sessions.add(connection);
-        void connection.closedPromise.then(() => sessions.delete(connection));
+        // Login grace: a connection that has not logged in by then holds a place for nothing.
+        const grace = setTimeout(() => {
+          if (connection.principal) return;
+          connection.reply(421, 'Login grace time exceeded; closing the connection');
+          connection.end();
+        }, graceMs);
+        void connection.closedPromise.then(() => {
+          clearTimeout(grace);
+          sessions.delete(connection);
+        });
         connection.start();
       });
       acceptProxyProtocol(s, core.config.proxy, context.log);
@@ -69,4 +87,24 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
       await closed;
     },
   };
+}
+
+/**
+ * refuseConnection answers a connection over a limit as RFC 959 allows a server to greet one it
+ * cannot serve: `421` and close (after the TLS handshake on the implicit FTPS port).
+ */
+function refuseConnection(
+  socket: net.Socket,
+  refusal: Refusal,
+  secureContext: tls.SecureContext | null,
+): void {
+  const say = (s: net.Socket) => {
+    s.end(`421 ${refusal.message}\r\n`);
+    // Read what the client still sends, so our close does not reset the reply away.
+    s.resume();
+  };
+  if (!secureContext) return say(socket);
+  const secure = new tls.TLSSocket(socket, { isServer: true, secureContext });
+  secure.on('error', () => socket.destroy());
+  secure.once('secure', () => say(secure));
 }

@@ -224,7 +224,9 @@ export function restFrontEnd(): FrontEnd {
   return {
     name: 'https',
     async start(core, opts) {
-      server = createHttpsServer(opts.tls, buildApp(core).callback() as never, { requestMs: 300_000 });
+      server = createHttpsServer(core, 'restapi', opts.tls, buildApp(core).callback() as never, {
+        requestMs: 300_000,
+      });
       acceptProxyProtocol(server, core.config.proxy, core.log.child({ interface: 'restapi' }));
       return { port: await listen(server, opts.port, opts.host) };
     },

@@ -11,6 +11,15 @@ import ssh2 from 'ssh2';
 import type { AuthContext, Connection, ServerChannel } from 'ssh2';
 import { GatewayError, type Core, type FrontEnd, type Principal } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
+import {
+  connectionLimits,
+  isRefusal,
+  plainAddress,
+  userKey,
+  type ConnectionLimits,
+  type Lease,
+  type Refusal,
+} from '../shared/limits.ts';
 import { listen } from '../shared/listener.ts';
 import { acceptProxyProtocol, clientAddress } from '../shared/proxy.ts';
 import { runExec } from './exec.ts';
@@ -78,6 +87,19 @@ interface ConnectionState {
   principal: Principal | null;
   sessions: Set<SftpSession>;
   lastActive: number;
+  /** this login's place among its user's sessions */
+  lease: Lease | null;
+  closed: boolean;
+}
+
+/** DISCONNECT_REASON are the SSH_MSG_DISCONNECT reason codes we send (RFC 4253 §11.1). */
+const DISCONNECT_REASON = { BY_APPLICATION: 11, TOO_MANY_CONNECTIONS: 12 } as const;
+
+/** Admission is what serveConnection needs from the listener: the limits, and the end of the login grace. */
+interface Admission {
+  limits: ConnectionLimits;
+  /** authenticated ends the connection's login grace */
+  authenticated(): void;
 }
 
 /** sftpFrontEnd serves SFTP (and rclone's exec probes) over SSH. */
@@ -92,6 +114,9 @@ export function sftpFrontEnd(): FrontEnd {
     async start(core, opts) {
       const cfg = core.config.sftp;
       const log = core.log.child({ interface: 'sftp' });
+      const limits = connectionLimits(core);
+      /** sockets still in their login grace, with their ssh2 connection once there is one */
+      const pending = new Map<net.Socket, Pending>();
       const hostKeys = loadHostKeys(path.join(core.config.data_dir, 'ssh'));
       const ssh = new Server(
         {
@@ -104,26 +129,45 @@ export function sftpFrontEnd(): FrontEnd {
         },
         (client, info) => {
           const socket = socketOf(client);
+          const entry = socket && pending.get(socket);
           if (socket) unidentified.delete(socket);
+          if (entry) entry.client = client;
           clients.add(client);
           client.on('close', () => clients.delete(client));
-          serveConnection(core, log, client, socket ? clientAddress(socket) : info.ip);
+          serveConnection(core, log, client, socket ? clientAddress(socket) : plainAddress(info.ip), {
+            limits,
+            authenticated: () => {
+              if (!entry) return;
+              clearTimeout(entry.timer);
+              if (socket) pending.delete(socket);
+            },
+          });
         },
       );
-      // ssh2 makes a connection (and our idle timer starts) only once the client's identification
-      // line arrived, and has no timeout before that: a client that connects and says nothing
-      // (a port scanner, a half-dead peer) would hold its socket for good. So we accept the
-      // sockets ourselves and cut one still unidentified after the idle timeout.
-      const idleMs = cfg.idle_timeout_seconds * 1000;
+      // Login grace (OpenSSH's LoginGraceTime): from accept until authenticated. ssh2 has no timeout
+      // before authentication, nor one before the client's identification line (a port scanner or
+      // a half-dead peer that says nothing would hold its socket for good), so we accept the sockets
+      // ourselves and end one not authenticated in time (or idle for the idle timeout, if shorter).
+      const graceMs = Math.min(cfg.login_grace_seconds, cfg.idle_timeout_seconds) * 1000;
       // noDelay: SFTP is request-reply with small packets; with Nagle's algorithm each reply
       // waited for the client's delayed ACK (about 40 ms a request: sshfs made 20 files a second).
       const s = net.createServer({ noDelay: true }, (socket) => {
+        if (!limits.admitOrRefuse('sftp', socket, refuseConnection)) return;
         unidentified.add(socket);
-        const grace = setTimeout(() => {
-          if (unidentified.has(socket)) socket.destroy();
-        }, idleMs);
+        const entry: Pending = {
+          client: null,
+          timer: setTimeout(() => {
+            pending.delete(socket);
+            log.debug('sftp: login grace time exceeded', { ip: plainAddress(socket.remoteAddress) });
+            if (entry.client)
+              disconnect(entry.client, DISCONNECT_REASON.BY_APPLICATION, 'Login grace time exceeded');
+            else socket.destroy();
+          }, graceMs),
+        };
+        pending.set(socket, entry);
         socket.once('close', () => {
-          clearTimeout(grace);
+          clearTimeout(entry.timer);
+          pending.delete(socket);
           unidentified.delete(socket);
         });
         ssh.injectSocket(socket);
@@ -147,6 +191,12 @@ export function sftpFrontEnd(): FrontEnd {
   };
 }
 
+/** Pending is a connection in its login grace: the timer that ends it, and its ssh2 connection. */
+interface Pending {
+  timer: NodeJS.Timeout;
+  client: Connection | null;
+}
+
 /** END_GRACE_MS is how long an ended connection may take to close before its socket is cut. */
 const END_GRACE_MS = 2_000;
 
@@ -162,14 +212,99 @@ function endConnection(client: Connection): void {
   client.end();
 }
 
+/**
+ * disconnect sends SSH_MSG_DISCONNECT with a reason code and a description the client shows
+ * (OpenSSH: "Received disconnect from <host> port <port>:<code>: <description>"), then ends the
+ * connection like endConnection. ssh2's own disconnect sends no description, so the packet is
+ * built here and sent through ssh2's packet writer and cipher (internals, checked by the limits
+ * tests); without them it falls back to ssh2's description-less end.
+ */
+function disconnect(client: Connection, reason: number, description: string): void {
+  const proto = (client as unknown as { _protocol?: SshProtocolInternals })._protocol;
+  const write = proto?._packetRW?.write;
+  const socket = socketOf(client);
+  if (!proto || !write || !proto._cipher || !socket || socket.destroyed) return endConnection(client);
+  const text = Buffer.from(description, 'utf8');
+  const start = write.allocStartKEX;
+  const packet = write.alloc(1 + 4 + 4 + text.length + 4, true);
+  packet[start] = 1; // SSH_MSG_DISCONNECT
+  packet.writeUInt32BE(reason, start + 1);
+  packet.writeUInt32BE(text.length, start + 5);
+  text.copy(packet, start + 9);
+  packet.writeUInt32BE(0, start + 9 + text.length); // language tag: none
+  proto._cipher.encrypt(write.finalize(packet, true));
+  const cut = setTimeout(() => socket.destroy(), END_GRACE_MS);
+  socket.once('close', () => clearTimeout(cut));
+  socket.end();
+}
+
+/** SshProtocolInternals are the parts of ssh2's Protocol object disconnect uses (ssh2 1.x). */
+interface SshProtocolInternals {
+  _packetRW?: {
+    write?: {
+      allocStartKEX: number;
+      alloc(length: number, forceKEX: boolean): Buffer;
+      finalize(packet: Buffer, forceKEX: boolean): Buffer;
+    };
+  };
+  _cipher?: { encrypt(packet: Buffer): void };
+}
+
+/**
+ * refuseConnection answers a connection over a limit in SSH's terms before any key exchange: our
+ * identification line, then an unencrypted SSH_MSG_DISCONNECT "too many connections" with the
+ * reason (RFC 4253 allows it before NEWKEYS; OpenSSH prints "Received disconnect from …").
+ */
+function refuseConnection(socket: net.Socket, refusal: Refusal): void {
+  socket.write('SSH-2.0-svc-gateway\r\n');
+  socket.end(disconnectPacket(DISCONNECT_REASON.TOO_MANY_CONNECTIONS, refusal.message));
+  // Read what the client still sends (its identification, its KEXINIT), so our close does not
+  // reset the reply away.
+  socket.resume();
+}
+
+/** disconnectPacket is SSH_MSG_DISCONNECT as an unencrypted binary packet (RFC 4253 §6, §11.1). */
+export function disconnectPacket(reason: number, description: string): Buffer {
+  const text = Buffer.from(description, 'utf8');
+  const payload = Buffer.alloc(1 + 4 + 4 + text.length + 4);
+  payload[0] = 1;
+  payload.writeUInt32BE(reason, 1);
+  payload.writeUInt32BE(text.length, 5);
+  text.copy(payload, 9);
+  // length (4) + padding length (1) + payload + padding is a multiple of 8, with 4 bytes of padding at least
+  let padding = 8 - ((5 + payload.length) % 8);
+  if (padding < 4) padding += 8;
+  const packet = Buffer.alloc(5 + payload.length + padding);
+  packet.writeUInt32BE(1 + payload.length + padding, 0);
+  packet[4] = padding;
+  payload.copy(packet, 5);
+  return packet;
+}
+
 /** socketOf is the socket of a server-side connection (ssh2 gives no public way to reach it). */
 function socketOf(client: Connection): net.Socket | undefined {
   return (client as unknown as { _sock?: net.Socket })._sock;
 }
 
-function serveConnection(core: Core, log: Logger, client: Connection, rawIp: string): void {
+function serveConnection(
+  core: Core,
+  log: Logger,
+  client: Connection,
+  rawIp: string,
+  admission: Admission,
+): void {
   const cfg = core.config.sftp;
-  const state: ConnectionState = { principal: null, sessions: new Set(), lastActive: Date.now() };
+  const state: ConnectionState = {
+    principal: null,
+    sessions: new Set(),
+    lastActive: Date.now(),
+    lease: null,
+    closed: false,
+  };
+  client.on('close', () => {
+    state.closed = true;
+    state.lease?.release();
+  });
   const touch = () => {
     state.lastActive = Date.now();
   };
@@ -200,7 +335,17 @@ function serveConnection(core: Core, log: Logger, client: Connection, rawIp: str
           // "Connection closed" and asks for no other password. The core logged the cause once.
           endConnection(client);
         } else if (result) {
+          const lease = admission.limits.openSession(userKey(result));
+          if (isRefusal(lease)) {
+            admission.limits.refused('sftp', rawIp, lease, { user: result.user?.username });
+            // OpenSSH prints "Received disconnect from …: Too many sessions for this user …".
+            disconnect(client, DISCONNECT_REASON.TOO_MANY_CONNECTIONS, lease.message);
+            return;
+          }
+          if (state.closed) lease.release();
+          else state.lease = lease;
           state.principal = result;
+          admission.authenticated();
           ctx.accept();
         } else ctx.reject([...AUTH_METHODS]);
       },

@@ -1,12 +1,16 @@
 /**
  * The listener kit every front end repeats (STYLE.md §10): binding a server and learning its port,
- * and the lifecycle of the HTTPS front ends' connections — every socket bounded by a timeout, and a
- * stop that drains (idle keep-alive connections close at once, running requests get a grace, then
- * every socket is cut), so no path leaves a connection open (issue 19).
+ * and the lifecycle of the HTTPS front ends' connections — each one counted against the connection
+ * limits (limits.ts), every socket bounded by a timeout, a request body that stops arriving cut,
+ * and a stop that drains (idle keep-alive connections close at once, running requests get a grace,
+ * then every socket is cut), so no path leaves a connection open (issue 19).
  */
-import type { RequestListener } from 'node:http';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import https from 'node:https';
+import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import type { Core } from '../../src/core/index.ts';
+import { connectionLimits, type Refusal } from './limits.ts';
 
 /** Listenable is what `listen` needs of a server: node:net's, node:https's and ssh2's all fit. */
 export interface Listenable {
@@ -33,27 +37,95 @@ export interface HttpsTimeouts {
   requestMs: number;
 }
 
-/** IDLE_SOCKET_MS cuts a socket on which nothing moved for 10 minutes, even mid-response. */
-const IDLE_SOCKET_MS = 10 * 60_000;
-
 /**
  * createHttpsServer makes an HTTPS server whose every socket ends on some path: keep-alive longer
  * than common load balancers' idle timeouts (so they close first), headers within 70 s, the request
- * within `requestMs`, and no socket idle for 10 minutes — a client that vanished without a reset
- * (a dropped network) mid-download would otherwise hold its socket and its file for good, since
- * the request timeout covers only what the client sends.
+ * within `requestMs`, a request body that stops arriving cut after `http.body_timeout_seconds`, and
+ * no socket idle for `http.idle_timeout_seconds` — a client that vanished without a reset (a
+ * dropped network) mid-download would otherwise hold its socket and its file for good, since the
+ * request timeout covers only what the client sends. Connections count against the gateway's
+ * connection limits; one over a limit gets a 503 to its first request and is closed.
  */
 export function createHttpsServer(
+  core: Core,
+  iface: 'restapi' | 'dav',
   tls: { cert: string | Buffer; key: string | Buffer },
   handler: RequestListener,
   timeouts: HttpsTimeouts,
 ): https.Server {
-  const server = https.createServer({ cert: tls.cert, key: tls.key }, handler);
+  const limits = connectionLimits(core);
+  /** connections over a limit, by remote address and port, until they close */
+  const refused = new Map<string, Refusal>();
+  const server = https.createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+    const refusal = refused.get(peerKey(req.socket));
+    if (refusal) return refuseRequest(res, refusal);
+    handler(req, res);
+  });
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 70_000;
   server.requestTimeout = timeouts.requestMs;
-  server.timeout = IDLE_SOCKET_MS;
+  server.timeout = core.config.http.idle_timeout_seconds * 1000;
+  // Before TLS starts: the TLS and HTTP layers run for a refused connection too, so that it can be
+  // answered in HTTP (a 503 to its first request); answer() cuts it after a short grace.
+  server.prependListener('connection', (socket: net.Socket) => {
+    limits.admitOrRefuse(iface, socket, (s, refusal) => {
+      const key = peerKey(s);
+      refused.set(key, refusal);
+      s.once('close', () => refused.delete(key));
+    });
+  });
+  const bodyMs = core.config.http.body_timeout_seconds * 1000;
+  server.on('request', (req: IncomingMessage) => watchBody(req, bodyMs));
   return server;
+}
+
+/** peerKey names a live connection by its client's address and port (the same for TCP and TLS sockets). */
+function peerKey(socket: net.Socket): string {
+  return `${socket.remoteAddress}|${socket.remotePort}`;
+}
+
+/** refuseRequest answers a request on a connection over a limit: 503, try again in a minute, close. */
+function refuseRequest(res: ServerResponse, refusal: Refusal): void {
+  res.shouldKeepAlive = false;
+  res.writeHead(503, {
+    'Content-Type': 'text/plain; charset=utf-8',
+    'Retry-After': '60',
+    Connection: 'close',
+  });
+  res.end(`${refusal.message}\n`);
+}
+
+/**
+ * watchBody cuts a request whose body stopped arriving: checked a few times per `bodyMs`, the
+ * connection is destroyed (the handler sees an aborted request, so an upload is discarded) once no
+ * byte was read for `bodyMs` while nothing read was waiting for the handler — a handler that is
+ * busy, or a destination slower than the client (backpressure), is not the client's stall.
+ */
+function watchBody(req: IncomingMessage, bodyMs: number): void {
+  const hasBody =
+    req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  if (!hasBody) return;
+  const socket = req.socket;
+  let seen = socket.bytesRead;
+  let lastProgress = Date.now();
+  const timer = setInterval(
+    () => {
+      if (req.complete || socket.destroyed) return clearInterval(timer);
+      if (socket.bytesRead !== seen || req.readableLength > 0 || socket.readableLength > 0) {
+        seen = socket.bytesRead;
+        lastProgress = Date.now();
+        return;
+      }
+      if (Date.now() - lastProgress >= bodyMs) {
+        clearInterval(timer);
+        socket.destroy();
+      }
+    },
+    Math.max(50, Math.min(5_000, Math.floor(bodyMs / 4))),
+  );
+  timer.unref();
+  req.once('end', () => clearInterval(timer));
+  req.once('close', () => clearInterval(timer));
 }
 
 /**

@@ -157,7 +157,7 @@ export function webdavFrontEnd(): FrontEnd {
     name: 'webdav',
     async start(core, opts) {
       // Large uploads and downloads take as long as they take; idle sockets still time out.
-      server = createHttpsServer(opts.tls, buildApp(core).callback() as never, { requestMs: 0 });
+      server = createHttpsServer(core, 'dav', opts.tls, buildApp(core).callback() as never, { requestMs: 0 });
       acceptProxyProtocol(server, core.config.proxy, core.log.child({ interface: 'dav' }));
       return { port: await listen(server, opts.port, opts.host) };
     },

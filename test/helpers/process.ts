@@ -15,9 +15,17 @@ export interface ServedProcess {
   ports: Record<string, number>;
 }
 
-/** serveProcess starts `svc-gateway serve` on loopback with every port chosen by the system. */
-export function serveProcess(dataDir: string, env: Record<string, string>): Promise<ServedProcess> {
-  const child = spawn(process.execPath, ['bin/svc-gateway.js', 'serve'], {
+/**
+ * serveProcess starts `svc-gateway serve` on loopback with every port chosen by the system.
+ * `prefix` runs it through another program that execs it (`prlimit --nofile=256 --`).
+ */
+export function serveProcess(
+  dataDir: string,
+  env: Record<string, string>,
+  opts: { prefix?: string[] } = {},
+): Promise<ServedProcess> {
+  const argv = [...(opts.prefix ?? []), process.execPath, 'bin/svc-gateway.js', 'serve'];
+  const child = spawn(argv[0]!, argv.slice(1), {
     env: {
       ...process.env,
       SVC_DATA_DIR: dataDir,

@@ -44,7 +44,8 @@ describe(`FTP robustness (${dbKind})`, function () {
   before(async () => {
     gw = await startFtpGateway({
       ports: { ftp_pasv: `${PASV_FIRST}-${PASV_FIRST + PASV_COUNT - 1}` },
-      ftp: { data_timeout_seconds: 3 },
+      // One user takes the whole range here on purpose (limits.test.ts tests the per-user bound).
+      ftp: { data_timeout_seconds: 3, passive_listeners_per_user: PASV_COUNT },
     });
     await createFtpUser(gw.core, 'carol');
   });
