@@ -11,6 +11,7 @@ import https from 'node:https';
 import { expect } from 'chai';
 import { operatorPrincipal } from '../../src/core/index.ts';
 import { dbKind, type TestGateway } from '../helpers/gateway.ts';
+import { filesOf } from '../helpers/internals.ts';
 import { actions } from '../unit/core/fixtures.ts';
 import { createFtpUser, lftp, PASSWORD, startFtpGateway, writeSiteFile } from './ftp/clients.ts';
 
@@ -202,6 +203,51 @@ describe(`issue 12 small fixes (${dbKind})`, function () {
         await gw.request('GET', '/api/rest/v1/users', { headers: { 'X-SvcAPI-Key': gw.siteKey } })
       ).json;
       expect(users.map((u: { username: string }) => u.username)).to.not.include('ca\ufffdl');
+    });
+  });
+
+  describe('a signed download URL and the delete of its file', () => {
+    const key = () => ({ 'X-SvcAPI-Key': gw.siteKey });
+    const fetchUrl = async (url: string) => {
+      const u = new URL(url);
+      return gw.request('GET', u.pathname + u.search);
+    };
+
+    it('a URL handed out before the delete still downloads the file while it is valid', async () => {
+      await writeSiteFile(gw.core, 'home/carol/kept.txt', 'kept bytes');
+      const r = await gw.request('GET', '/api/rest/v1/files/home/carol/kept.txt', { headers: key() });
+      expect(r.status, r.text).to.equal(200);
+      const url = r.json.download_uri as string;
+      expect(
+        (await gw.request('DELETE', '/api/rest/v1/files/home/carol/kept.txt', { headers: key() })).status,
+      ).to.equal(200);
+      await filesOf(gw.core).blobs.idle();
+      const d = await fetchUrl(url);
+      expect(d.status).to.equal(200);
+      expect(d.text).to.equal('kept bytes');
+    });
+
+    it('under disk pressure (setting) the bytes are freed at once and the URL is 404', async () => {
+      // 100 %: any file system has less free space than that, so the gateway is always under pressure.
+      const tight = await startFtpGateway({ storage: { reclaim_at_once_below_free_percent: 100 } });
+      try {
+        await writeSiteFile(tight.core, 'gone.txt', 'gone bytes');
+        const k = { 'X-SvcAPI-Key': tight.siteKey };
+        const r = await tight.request('GET', '/api/rest/v1/files/gone.txt', { headers: k });
+        const u = new URL(r.json.download_uri as string);
+        expect(
+          (await tight.request('DELETE', '/api/rest/v1/files/gone.txt', { headers: k })).status,
+        ).to.equal(200);
+        await filesOf(tight.core).blobs.idle();
+        expect((await tight.request('GET', u.pathname)).status).to.equal(404);
+        expect(
+          readdirSync(path.join(tight.config.data_dir, 'blobs'), { recursive: true }).filter((n) =>
+            /\/[0-9a-f]+$/.test(String(n)),
+          ),
+        ).to.deep.equal([]);
+      } finally {
+        await tight.stop();
+      }
     });
   });
 
