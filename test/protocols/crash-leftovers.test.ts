@@ -41,6 +41,7 @@ function filesUnder(dir: string, suffix: string): string[] {
 
 function post(port: number, ca: Buffer, urlPath: string, headers: Record<string, string>, body: unknown) {
   const payload = Buffer.from(JSON.stringify(body));
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   return new Promise<{ status: number; json: any }>((resolve, reject) => {
     const req = https.request(
       {
