@@ -105,6 +105,8 @@ export class Blobs {
   private readonly live = new Map<string, Lease>();
   private renewal: NodeJS.Timeout | null = null;
   private readonly running = new Set<Promise<unknown>>();
+  /** the reclaims due when download URLs expire */
+  private readonly urlTimers = new Set<NodeJS.Timeout>();
 
   constructor(
     private readonly ctx: CoreContext,
@@ -161,8 +163,15 @@ export class Blobs {
     });
     // Nobody releases it: once it expires, the blob goes if it became garbage meanwhile.
     if (held) {
-      const timer = setTimeout(() => this.reclaimSoon([blobId]), until.getTime() - Date.now() + 1000);
+      const timer = setTimeout(
+        () => {
+          this.urlTimers.delete(timer);
+          this.reclaimSoon([blobId]);
+        },
+        until.getTime() - Date.now() + 1000,
+      );
       timer.unref();
+      this.urlTimers.add(timer);
     }
     return held;
   }
@@ -353,6 +362,8 @@ export class Blobs {
   async stop(): Promise<void> {
     if (this.renewal) clearInterval(this.renewal);
     this.renewal = null;
+    for (const t of this.urlTimers) clearTimeout(t);
+    this.urlTimers.clear();
     await this.idle();
   }
 
