@@ -123,6 +123,7 @@ const schema = z.object({
       region: z.string(),
       force_path_style: boolish,
     }),
+    reclaim_at_once_below_free_percent: z.coerce.number().min(0).max(100),
   }),
   bind: z.string().refine((v) => ipaddr.isValid(v), { message: 'an IP address' }),
   ports: z.object({

@@ -132,8 +132,12 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Rec
   }
   let text: string;
   try {
-    text = await getRawBody(req, { limit, length, encoding: 'utf8' });
+    const bytes = await getRawBody(req, { limit, length });
+    // Strictly: a lenient decode turns every invalid byte into U+FFFD, so two different byte
+    // strings became the same user name (issue 12).
+    text = strictUtf8(bytes);
   } catch (err) {
+    if (err instanceof GatewayError) throw err;
     const e = err as { type?: string };
     if (e.type === 'entity.too.large')
       throw new GatewayError('bad-request/invalid-body', `The request body is larger than ${limit} bytes`);
@@ -163,12 +167,44 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Rec
     value = roots.length === 1 ? fromXml(doc[roots[0]!]) : null;
     if (value === '') value = {};
   } else {
-    value = qs.parse(text, { depth: 2, arrayLimit: 100, parameterLimit: 200 });
+    value = qs.parse(text, { depth: 2, arrayLimit: 100, parameterLimit: 200, decoder: strictFormDecode });
   }
+  if (!wellFormed(value)) throw invalidEncoding();
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new GatewayError('bad-request/invalid-body', 'The request body must be an object of fields');
   }
   return value as Record<string, unknown>;
+}
+
+const invalidEncoding = () =>
+  new GatewayError('bad-request/invalid-input-encoding', 'The request body is not valid UTF-8');
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function strictUtf8(bytes: Buffer): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw invalidEncoding();
+  }
+}
+
+/** strictFormDecode decodes a form field, refusing percent-escapes that are not UTF-8 (qs keeps them as text). */
+function strictFormDecode(raw: string): string {
+  try {
+    return decodeURIComponent(raw.replace(/\+/g, ' '));
+  } catch {
+    throw invalidEncoding();
+  }
+}
+
+/** wellFormed tells whether every string in a parsed body is well-formed Unicode (JSON's `\ud800` is not). */
+function wellFormed(value: unknown): boolean {
+  if (typeof value === 'string')
+    return !/\p{Surrogate}/u.test(value.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ''));
+  if (value && typeof value === 'object')
+    return Object.entries(value).every(([k, v]) => wellFormed(k) && wellFormed(v));
+  return true;
 }
 
 /** parseQuery reads a query string with SPEC's bracket fields (sort_by[expires_at]=asc). */

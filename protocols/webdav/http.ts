@@ -11,6 +11,7 @@ import {
   type FileSession,
   type Principal,
 } from '../../src/core/index.ts';
+import { DavCondition } from './errors.ts';
 
 /** DavState is what the middleware leaves on ctx.state for the methods. */
 export interface DavState {
@@ -87,9 +88,21 @@ export function destinationOf(ctx: DavContext): string {
   if (!raw)
     throw new GatewayError('bad-request/request-params-required', 'COPY and MOVE need a Destination header');
   // Taken apart by hand rather than with URL, which would resolve `..` and decode `%2e%2e`.
-  const m = /^(?:https?:\/\/[^/?#]*)?(\/[^?#]*)/i.exec(raw);
+  const m = /^(?:(https?):\/\/([^/?#]*))?(\/[^?#]*)/i.exec(raw);
   if (!m) throw new GatewayError('bad-request/request-params-invalid', 'The Destination header is not a URL');
-  return decodePath(m[1]!);
+  const [, scheme, authority] = m;
+  // RFC 4918 §9.8.5, §9.9.4: a destination on another server is 502; it used to be carried out
+  // here under the same path.
+  if (authority !== undefined && hostOf(authority, scheme!) !== hostOf(ctx.get('Host'), ctx.protocol))
+    throw new DavCondition(502, null, [], 'The Destination is on another server\n');
+  return decodePath(m[3]!);
+}
+
+/** hostOf normalizes a URL authority for comparison: lower case, no user info, no default port. */
+function hostOf(authority: string, scheme: string): string {
+  const host = authority.replace(/^[^@]*@/, '').toLowerCase();
+  const defaultPort = scheme.toLowerCase() === 'http' ? ':80' : ':443';
+  return host.endsWith(defaultPort) ? host.slice(0, -defaultPort.length) : host;
 }
 
 /** timeoutOf reads the Timeout header's first choice in seconds (Infinite and absent: `fallback`). */

@@ -12,7 +12,7 @@
  * lockout, and the cause is logged once, here.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import { LessThan, MoreThan, type EntityManager } from 'typeorm';
+import { LessThan, MoreThan, Raw, type EntityManager } from 'typeorm';
 import { afterCommit } from '../../db/database.ts';
 import {
   ActionEntity,
@@ -81,6 +81,33 @@ const rootedInterfaces: readonly Interface[] = ['ftp', 'sftp', 'dav'];
  * password with every request.
  */
 type LoginRecording = 'each' | 'window';
+
+/**
+ * LOCKED_OUT_MESSAGE is the one text of `locked-out`. It avoids "too many" and "try again later":
+ * lftp retries a 530 whose text matches its ftp:retry-530 rule, for ever (issue 12).
+ */
+const LOCKED_OUT_MESSAGE = 'This user is locked out after repeated failed logins';
+
+/**
+ * unknownNameLockedUntil replays the lockout rule of countFailure over an unknown name's failures
+ * (ascending times): `max_failures` within `window_minutes` lock for `duration_minutes`, and
+ * attempts during a lockout do not count. It returns when the last lockout ends (0: none).
+ */
+function unknownNameLockedUntil(
+  times: readonly number[],
+  lockout: { max_failures: number; window_minutes: number; duration_minutes: number },
+): number {
+  let until = 0;
+  let count = 0;
+  let start = 0;
+  for (const t of times) {
+    if (t < until) continue;
+    if (count > 0 && t - start < lockout.window_minutes * 60_000) count++;
+    else [count, start] = [1, t];
+    if (count >= lockout.max_failures) [until, count] = [t + lockout.duration_minutes * 60_000, 0];
+  }
+  return until;
+}
 
 /** LoginGate admits principals: by password (login) or by API key (authenticateKey). */
 export class LoginGate {
@@ -208,12 +235,24 @@ export class LoginGate {
     const { lockout } = this.ctx.config;
     const now = Date.now();
     const ipWindowStart = new Date(now - lockout.ip_window_minutes * 60_000);
-    const { user, ipFailures } = await this.ctx.db.read(async (em) => ({
+    const nameKey = req.username.slice(0, 50).toLowerCase();
+    const { user, ipFailures, nameFailures } = await this.ctx.db.read(async (em) => ({
       user: await em.findOneBy(UserEntity, { username_key: req.username.toLowerCase() }),
       ipFailures: await em.countBy(ActionEntity, {
         ip: req.ip,
         action: 'failedlogin',
         when: MoreThan(ipWindowStart),
+      }),
+      // Read on every login, not only for unknown names, so the work (and the time) is the same.
+      nameFailures: await em.find(ActionEntity, {
+        select: { when: true },
+        where: {
+          action: 'failedlogin',
+          failure_type: 'username_not_found',
+          when: MoreThan(new Date(now - (lockout.window_minutes + lockout.duration_minutes) * 60_000)),
+          username: Raw((column) => `LOWER(${column}) = :nameKey`, { nameKey }),
+        },
+        order: { when: 'ASC', id: 'ASC' },
       }),
     }));
     // Checked before bcrypt so a password-guessing client cannot make the server burn CPU.
@@ -223,14 +262,24 @@ export class LoginGate {
         'Too many failed logins from this address; try again later',
       );
     }
-    if (user?.locked_until && user.locked_until.getTime() > now) {
-      await this.fail(req, user, 'locked_out');
-      throw new GatewayError(
-        'not-authenticated/locked-out',
-        'This user is locked out after too many failed logins; try again later',
-      );
+    // An unknown name is locked out exactly as a user would be after the same failures, so neither
+    // the answer nor its timing tells which usernames exist (issue 12: `locked-out` came in 5 ms,
+    // an unknown name's `invalid-username-or-password` after bcrypt).
+    const lockedUntil = user
+      ? (user.locked_until?.getTime() ?? 0)
+      : unknownNameLockedUntil(
+          nameFailures.map((a) => a.when.getTime()),
+          lockout,
+        );
+    // bcrypt runs on every path, locked or not, user or not: the same work for every answer.
+    const matches = await verify(user);
+    if (lockedUntil > now) {
+      // A known user's attempt is `locked_out`; an unknown name's stays `username_not_found`, the
+      // truth for the admin reading the log, and does not count (it came during the lockout).
+      await this.fail(req, user, user ? 'locked_out' : 'username_not_found');
+      throw new GatewayError('not-authenticated/locked-out', LOCKED_OUT_MESSAGE);
     }
-    if (!(await verify(user)) || !user) {
+    if (!matches || !user) {
       await this.fail(req, user, user ? mismatch : 'username_not_found');
       throw new GatewayError(
         'not-authenticated/invalid-username-or-password',

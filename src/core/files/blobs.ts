@@ -29,7 +29,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { In, LessThan, MoreThan, type DataSource, type EntityManager } from 'typeorm';
+import { In, LessThan, MoreThan, Not, type DataSource, type EntityManager } from 'typeorm';
 import { afterCommit } from '../../db/database.ts';
 import {
   BlobGarbageEntity,
@@ -41,12 +41,15 @@ import {
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import type { BlobId, BlobStore, ByteRange } from './blobstore.ts';
+import { OWNER, type TempOwners } from './staging.ts';
 import { newBlobId } from './transfers.ts';
 
 /** LEASE_TTL_MS is how long a lease holds its blob unless its instance renews it. */
 export const LEASE_TTL_MS = 5 * 60 * 1000;
 /** LEASE_RENEW_MS is how often an instance renews the leases it holds. */
 export const LEASE_RENEW_MS = 60 * 1000;
+/** URL_LEASE is the instance of the leases that keep blobs for signed download URLs. */
+const URL_LEASE = 'signed-url';
 // How many garbage blobs one collection looks at, and how many ids go in one statement.
 const BATCH = 500;
 
@@ -94,11 +97,16 @@ async function lockBlobs(em: EntityManager, blobIds: BlobId[], exclusive: boolea
 
 /** Blobs tracks this instance's leases and reclaims garbage blobs. */
 export class Blobs {
-  /** instance names this process in the lease rows it writes. */
-  readonly instance = randomBytes(8).toString('hex');
+  /**
+   * instance names this core in the lease rows it writes: the process's OWNER (so a sweep can tell
+   * whether the process still runs), then a name of its own (tests run several cores in one process).
+   */
+  readonly instance = `${OWNER}.${randomBytes(4).toString('hex')}`;
   private readonly live = new Map<string, Lease>();
   private renewal: NodeJS.Timeout | null = null;
   private readonly running = new Set<Promise<unknown>>();
+  /** the reclaims due when download URLs expire */
+  private readonly urlTimers = new Set<NodeJS.Timeout>();
 
   constructor(
     private readonly ctx: CoreContext,
@@ -133,6 +141,62 @@ export class Blobs {
     });
     afterCommit(em, () => this.hold(lease));
     return lease;
+  }
+
+  /**
+   * holdForUrl keeps blob `blobId` for a signed download URL until `until`, when the URL expires:
+   * a file deleted or replaced after its URL was handed out still downloads until then (issue 12).
+   * The lease is not renewed; under disk pressure it does not hold the blob (see reclaim). Returns
+   * false when the blob is gone already (the file changed since it was resolved).
+   */
+  async holdForUrl(blobId: BlobId, until: Date): Promise<boolean> {
+    const held = await this.ctx.db.work(async (em) => {
+      await lockBlobs(em, [blobId], false);
+      if (!(await em.existsBy(FileEntity, { blob_id: blobId }))) return false;
+      await em.insert(BlobLeaseEntity, {
+        id: randomBytes(16).toString('hex'),
+        blob_id: blobId,
+        instance: URL_LEASE,
+        expires_at: until,
+      });
+      return true;
+    });
+    // Nobody releases it: once it expires, the blob goes if it became garbage meanwhile.
+    if (held) {
+      const timer = setTimeout(
+        () => {
+          this.urlTimers.delete(timer);
+          this.reclaimSoon([blobId]);
+        },
+        until.getTime() - Date.now() + 1000,
+      );
+      timer.unref();
+      this.urlTimers.add(timer);
+    }
+    return held;
+  }
+
+  /**
+   * dropDeadLeases deletes the leases of instances `owners` knows to be dead (killed on this host:
+   * their pid is gone), so what they held is collected at once rather than after LEASE_TTL_MS.
+   */
+  async dropDeadLeases(owners: TempOwners): Promise<Set<string>> {
+    const instances = await this.ctx.db.read((em) =>
+      em
+        .createQueryBuilder(BlobLeaseEntity, 'l')
+        .select('DISTINCT l.instance', 'instance')
+        .getRawMany<{ instance: string }>(),
+    );
+    const dead = new Set<string>();
+    const gone: string[] = [];
+    for (const { instance } of instances) {
+      const owner = instance.split('.')[0]!;
+      if (!(await owners.dead(owner, false))) continue;
+      dead.add(owner);
+      gone.push(instance);
+    }
+    if (gone.length) await this.ctx.db.work((em) => em.delete(BlobLeaseEntity, { instance: In(gone) }));
+    return dead;
   }
 
   /**
@@ -235,11 +299,14 @@ export class Blobs {
    */
   async reclaim(blobIds: BlobId[]): Promise<number> {
     let deleted = 0;
+    const pressure = blobIds.length > 0 && (await this.underPressure());
     for (const blobId of blobIds) {
       const unwanted = await this.ctx.db.work(async (em) => {
         await lockBlobs(em, [blobId], true);
         if (!(await em.existsBy(BlobGarbageEntity, { blob_id: blobId }))) return false;
-        if (await em.existsBy(BlobLeaseEntity, { blob_id: blobId, expires_at: MoreThan(new Date()) }))
+        const held = { blob_id: blobId, expires_at: MoreThan(new Date()) };
+        // Under disk pressure only readers hold a blob, not download URLs nobody may ever use.
+        if (await em.existsBy(BlobLeaseEntity, pressure ? { ...held, instance: Not(URL_LEASE) } : held))
           return false;
         const used =
           (await em.existsBy(FileEntity, { blob_id: blobId })) ||
@@ -255,6 +322,16 @@ export class Blobs {
       }
     }
     return deleted;
+  }
+
+  /**
+   * underPressure tells whether the store's file system has less free space than
+   * storage.reclaim_at_once_below_free_percent of its size (a store that cannot tell never is).
+   */
+  private async underPressure(): Promise<boolean> {
+    const percent = this.ctx.config.storage.reclaim_at_once_below_free_percent;
+    const space = await this.store.space?.().catch(() => null);
+    return !!space && space.total > 0 && (space.free / space.total) * 100 < percent;
   }
 
   /**
@@ -285,6 +362,8 @@ export class Blobs {
   async stop(): Promise<void> {
     if (this.renewal) clearInterval(this.renewal);
     this.renewal = null;
+    for (const t of this.urlTimers) clearTimeout(t);
+    this.urlTimers.clear();
     await this.idle();
   }
 

@@ -49,11 +49,14 @@ export interface BlobStore {
    */
   freeBytes?(): Promise<number | null>;
 
+  /** space (optional) is the free and total bytes of the file system the store writes to. */
+  space?(): Promise<{ free: number; total: number } | null>;
+
   /**
    * sweep (optional) deletes what puts that a crash interrupted left behind (a local store's
-   * `<id>.partial` files) and nothing has written for `olderThanMs`; resolves with how many.
+   * `<id>.<owner>.partial` files) as `abandoned` judges them by writer and age; resolves with how many.
    */
-  sweep?(olderThanMs: number): Promise<number>;
+  sweep?(abandoned: (owner: string | null, mtimeMs: number) => Promise<boolean>): Promise<number>;
 
   /** delete removes blob `id`; deleting a missing blob is not an error. */
   delete(id: BlobId): Promise<void>;

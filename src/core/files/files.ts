@@ -6,19 +6,21 @@
  */
 import type { Readable } from 'node:stream';
 import type { CoreContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
 import type { Principal } from '../principal.ts';
 import type { BlobStore, ByteRange } from './blobstore.ts';
 import { Blobs } from './blobs.ts';
 import type { Entry } from './namespace.ts';
 import { FileSession, stagingDir } from './session.ts';
 import { DOWNLOAD_TTL_S, Signer } from './signed.ts';
-import { sweepStaging } from './staging.ts';
+import { abandonedBy, STALE_STAGING_MS, sweepStaging, TempOwners } from './staging.ts';
+import path from 'node:path';
 import { Uploads } from './uploads.ts';
 
 /**
- * STALE_PARTIAL_MS is how long a local store's temporary file (`<id>.partial`) may go unwritten
- * before the sweep deletes it: a live put writes it all the time, so only a crash (kill -9) leaves
- * one this old. A margin rather than "all at start" keeps it safe for instances sharing a data dir.
+ * STALE_PARTIAL_MS is how long a local store's temporary file of unknown writer (`<id>.partial`,
+ * named before writers were recorded) may go unwritten before the sweep deletes it. Files of a
+ * known writer go as soon as that writer is dead (staging.ts TempOwners).
  */
 export const STALE_PARTIAL_MS = 60 * 60 * 1000;
 
@@ -60,6 +62,8 @@ export class Files implements FileApi {
   private readonly downloads: Signer;
   private timer: NodeJS.Timeout | null = null;
   private partialsSweptAt = 0;
+  /** the writers of temporary files in this data dir, alive or dead */
+  private readonly owners: TempOwners;
 
   constructor(
     private readonly ctx: CoreContext,
@@ -68,6 +72,7 @@ export class Files implements FileApi {
     this.blobs = new Blobs(ctx, store);
     this.uploads = new Uploads(ctx, store, this.blobs);
     this.downloads = new Signer(ctx.secret, 'download');
+    this.owners = new TempOwners(path.join(ctx.config.data_dir, 'owners'));
   }
 
   /**
@@ -83,6 +88,9 @@ export class Files implements FileApi {
   /** downloadUrl checks read permission, records the `read` Action and signs a URL valid 3 minutes. */
   async downloadUrl(session: FileSession, path: string): Promise<{ entry: Entry; url: string }> {
     const { entry, row } = await session.prepareDownload(path);
+    // The bytes stay while the URL is valid, even if the file is deleted or replaced meanwhile.
+    if (!(await this.blobs.holdForUrl(row.blob_id!, new Date(Date.now() + DOWNLOAD_TTL_S * 1000))))
+      throw new GatewayError('not-found/file-not-found', 'This file no longer exists');
     const claims: DownloadClaims = {
       b: row.blob_id!,
       n: row.name,
@@ -127,40 +135,52 @@ export class Files implements FileApi {
   }
 
   /**
-   * sweepStaging deletes the staged-upload temporary files a crash left behind (see
-   * STALE_STAGING_MS); `olderThanMs` is for tests.
+   * sweepStaging deletes the staged-upload temporary files a crash left behind: those of a dead
+   * writer at once, those of unknown writer after `olderThanMs` (STALE_STAGING_MS).
    */
-  async sweepStaging(olderThanMs?: number): Promise<number> {
-    const deleted = await sweepStaging(stagingDir(this.ctx.config.data_dir), olderThanMs);
+  async sweepStaging(olderThanMs = STALE_STAGING_MS, dead = new Set<string>()): Promise<number> {
+    const abandoned = abandonedBy(this.owners, olderThanMs, dead);
+    const deleted = await sweepStaging(stagingDir(this.ctx.config.data_dir), abandoned);
     if (deleted) this.ctx.log.info('deleted stale staging files', { count: deleted });
     return deleted;
   }
 
   /**
-   * sweepPartials deletes the blob store's temporary files of puts a crash interrupted (see
-   * STALE_PARTIAL_MS); `olderThanMs` is for tests.
+   * sweepPartials deletes the blob store's temporary files of puts a crash interrupted: those of a
+   * dead writer at once, those of unknown writer after `olderThanMs` (STALE_PARTIAL_MS).
    */
-  async sweepPartials(olderThanMs = STALE_PARTIAL_MS): Promise<number> {
-    const deleted = (await this.store.sweep?.(olderThanMs)) ?? 0;
+  async sweepPartials(olderThanMs = STALE_PARTIAL_MS, dead = new Set<string>()): Promise<number> {
+    const deleted = (await this.store.sweep?.(abandonedBy(this.owners, olderThanMs, dead))) ?? 0;
     if (deleted) this.ctx.log.info('deleted stale partial blobs', { count: deleted });
     return deleted;
   }
 
   /**
-   * startBackground sweeps stale staging and partial files now, then runs garbage collection,
-   * upload expiry and the sweeps every minute until stop.
+   * sweepCrashed removes what dead processes left: their leases (so the blobs they were writing,
+   * recorded as garbage before their bytes, are collected), their staging and partial files, then
+   * their owner files. At start it finds a process killed on this host at once.
    */
-  startBackground(): Promise<void> {
-    if (this.timer) return Promise.resolve();
+  async sweepCrashed(opts: { partials: boolean }): Promise<void> {
+    const dead = await this.blobs.dropDeadLeases(this.owners);
+    await this.sweepStaging(STALE_STAGING_MS, dead);
+    if (opts.partials) await this.sweepPartials(STALE_PARTIAL_MS, dead);
+    if (dead.size) await this.collectGarbage();
+    await this.owners.forget(dead);
+  }
+
+  /**
+   * startBackground beats this process's owner file and sweeps what crashed processes left now,
+   * then runs garbage collection, upload expiry and the sweeps every minute until stop.
+   */
+  async startBackground(): Promise<void> {
+    if (this.timer) return;
+    await this.owners.start();
     const sweep = async () => {
-      await this.sweepStaging().catch((err: unknown) => {
-        this.ctx.log.warn('staging sweep failed', { error: String(err) });
-      });
-      // Listing every blob folder is not free: at start, then as often as the margin asks.
-      if (Date.now() - this.partialsSweptAt < STALE_PARTIAL_MS / 4) return;
-      this.partialsSweptAt = Date.now();
-      await this.sweepPartials().catch((err: unknown) => {
-        this.ctx.log.warn('partial blob sweep failed', { error: String(err) });
+      // Listing every blob folder is not free: at start, then every quarter of the margin.
+      const partials = Date.now() - this.partialsSweptAt >= STALE_PARTIAL_MS / 4;
+      if (partials) this.partialsSweptAt = Date.now();
+      await this.sweepCrashed({ partials }).catch((err: unknown) => {
+        this.ctx.log.warn('sweep of crash leftovers failed', { error: String(err) });
       });
     };
     this.timer = setInterval(() => {
@@ -170,7 +190,11 @@ export class Files implements FileApi {
       void sweep();
     }, 60_000);
     this.timer.unref();
-    return sweep();
+    await sweep();
+    // Whatever earlier runs left as garbage (a crash between a commit and its reclaim).
+    await this.collectGarbage().catch((err: unknown) =>
+      this.ctx.log.warn('garbage collection failed', { error: String(err) }),
+    );
   }
 
   /** stop ends the background work and closes the blob store. */
@@ -178,6 +202,7 @@ export class Files implements FileApi {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.blobs.stop();
+    await this.owners.stop();
     await this.store.close();
   }
 }

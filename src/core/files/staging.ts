@@ -5,9 +5,10 @@
  * (write.ts: new blob, one tree change), so readers never see a half-written file and an aborted
  * upload leaves the old content. Adapters see only writeAt/truncate/commit/abort.
  */
-import { createHash, randomUUID, type Hash } from 'node:crypto';
+import { createHash, randomBytes, randomUUID, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
@@ -16,26 +17,133 @@ import type { Entry } from './namespace.ts';
 import type { WriteHandle } from './write.ts';
 
 /**
- * STALE_STAGING_MS is how long a temporary file may go unmodified before the sweep deletes it. A
- * live upload touches its file with every write; only a process that crashed (or was killed)
- * leaves one this old. The margin, rather than "everything at start", keeps the sweep safe when
- * several instances share one data dir.
+ * STALE_STAGING_MS is how long a temporary file of unknown writer (named before writers were
+ * recorded) may go unmodified before the sweep deletes it. Files of a known writer go as soon as
+ * that writer is known to be dead (see TempOwners).
  */
 export const STALE_STAGING_MS = 6 * 3600 * 1000;
 
 /**
- * sweepStaging deletes the temporary files in `dir` that nothing has written for `olderThanMs`
- * (left by a crash: a clean stop aborts every staged write) and returns how many it deleted.
+ * OWNER names this process in the temporary files it writes (staging `<owner>.<uuid>.part`, a
+ * local store's `<id>.<owner>.partial`) and in the blob leases it holds, so a sweep can tell the
+ * files of a live writer from those a crash abandoned without waiting hours (issue 12).
  */
-export function sweepStaging(dir: string, olderThanMs = STALE_STAGING_MS): Promise<number> {
-  return sweepStale(dir, '.part', olderThanMs);
+export const OWNER = `p${process.pid}-${randomBytes(4).toString('hex')}`;
+const OWNER_PATTERN = /^p(\d+)-[0-9a-f]{8}$/;
+
+/** HEARTBEAT_MS is how often a live process touches its owner file; 3 missed beats mean dead. */
+export const HEARTBEAT_MS = 60_000;
+
+/**
+ * TempOwners keeps this process's owner file `<data_dir>/owners/<OWNER>` (its host, touched every
+ * minute) and judges other writers: dead when their owner file is gone or stale, or when it names
+ * this host and its pid no longer runs (kill -9, then a restart: found dead at once). Instances on
+ * other hosts sharing the data dir are judged by the beat alone.
+ */
+export class TempOwners {
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly dir: string) {}
+
+  private fileOf(owner: string): string {
+    return path.join(this.dir, owner);
+  }
+
+  /** start writes this process's owner file and touches it every HEARTBEAT_MS until stop. */
+  async start(): Promise<void> {
+    await this.beat();
+    this.timer ??= setInterval(() => void this.beat().catch(() => undefined), HEARTBEAT_MS);
+    this.timer.unref();
+  }
+
+  private async beat(): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    await writeFile(this.fileOf(OWNER), JSON.stringify({ host: os.hostname(), pid: process.pid }));
+  }
+
+  /** stop ends the beat and removes the owner file (a clean stop leaves no temporary file). */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await rm(this.fileOf(OWNER), { force: true });
+  }
+
+  /**
+   * dead tells whether `owner` is known to have stopped. `missing` is the answer when it has no
+   * owner file: true for temporary files (every writer beats before it writes one), false for
+   * leases (they may come from an instance with its own data dir; they expire anyway).
+   */
+  async dead(owner: string, missing: boolean): Promise<boolean> {
+    if (owner === OWNER) return false;
+    const m = OWNER_PATTERN.exec(owner);
+    if (!m) return false;
+    let beat: { host?: string; pid?: number };
+    let beatAt: number;
+    try {
+      const file = this.fileOf(owner);
+      beatAt = (await stat(file)).mtimeMs;
+      beat = JSON.parse(await readFile(file, 'utf8')) as typeof beat;
+    } catch {
+      return missing;
+    }
+    if (Date.now() - beatAt > 3 * HEARTBEAT_MS) return true;
+    return beat.host === os.hostname() && !running(Number(m[1]));
+  }
+
+  /** forget removes the owner files of the dead `owners`, once their leftovers are gone. */
+  async forget(owners: Iterable<string>): Promise<void> {
+    for (const owner of owners) if (owner !== OWNER) await rm(this.fileOf(owner), { force: true });
+  }
+}
+
+/** running tells whether a process with this pid runs on this host (EPERM: it does, not ours). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as { code?: string }).code === 'EPERM';
+  }
 }
 
 /**
- * sweepStale deletes the files named `*<suffix>` in `dir` and its subfolders that nothing has
- * written for `olderThanMs`, and returns how many it deleted (a missing `dir` has none).
+ * Abandoned judges a temporary file by its writer (null: a name from before writers were
+ * recorded) and its modification time.
  */
-export async function sweepStale(dir: string, suffix: string, olderThanMs: number): Promise<number> {
+export type Abandoned = (owner: string | null, mtimeMs: number) => Promise<boolean>;
+
+/**
+ * abandonedBy judges temporary files: a known writer's when it is dead, an unknown writer's once
+ * nothing has written it for `olderThanMs`. It also collects the dead owners it saw.
+ */
+export function abandonedBy(owners: TempOwners, olderThanMs: number, seen: Set<string>): Abandoned {
+  const verdicts = new Map<string, Promise<boolean>>();
+  return async (owner, mtimeMs) => {
+    if (owner === null) return mtimeMs < Date.now() - olderThanMs;
+    let verdict = verdicts.get(owner);
+    if (!verdict) verdicts.set(owner, (verdict = owners.dead(owner, true)));
+    const dead = await verdict;
+    if (dead) seen.add(owner);
+    return dead;
+  };
+}
+
+/** sweepStaging deletes the temporary files in `dir` that `abandoned` judges left by a crash. */
+export function sweepStaging(dir: string, abandoned: Abandoned): Promise<number> {
+  return sweepStale(dir, '.part', (name) => /^(p\d+-[0-9a-f]{8})\./.exec(name)?.[1] ?? null, abandoned);
+}
+
+/**
+ * sweepStale deletes the files named `*<suffix>` in `dir` and its subfolders that `abandoned`
+ * judges left behind (`ownerOf` reads the writer from the file name), and returns how many it
+ * deleted (a missing `dir` has none).
+ */
+export async function sweepStale(
+  dir: string,
+  suffix: string,
+  ownerOf: (name: string) => string | null,
+  abandoned: Abandoned,
+): Promise<number> {
   let names: string[];
   try {
     names = await readdir(dir, { recursive: true });
@@ -43,13 +151,12 @@ export async function sweepStale(dir: string, suffix: string, olderThanMs: numbe
     if ((err as { code?: string }).code === 'ENOENT') return 0;
     throw err;
   }
-  const cutoff = Date.now() - olderThanMs;
   let deleted = 0;
   for (const name of names) {
     if (!name.endsWith(suffix)) continue;
     const file = path.join(dir, name);
     const info = await stat(file).catch(() => null);
-    if (!info?.isFile() || info.mtimeMs > cutoff) continue;
+    if (!info?.isFile() || !(await abandoned(ownerOf(path.basename(name)), info.mtimeMs))) continue;
     await rm(file, { force: true });
     deleted++;
   }
@@ -90,7 +197,7 @@ export class StagedWrite {
     current: Readable | null,
     truncate: boolean,
   ): Promise<StagedWrite> {
-    const file = path.join(dir, `${randomUUID()}.part`);
+    const file = path.join(dir, `${OWNER}.${randomUUID()}.part`);
     let fh: FileHandle;
     try {
       await mkdir(dir, { recursive: true });

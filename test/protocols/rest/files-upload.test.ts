@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
-import { FileEntity, UploadEntity } from '../../../src/db/entities.ts';
+import { BlobLeaseEntity, FileEntity, UploadEntity } from '../../../src/db/entities.ts';
 import { expectError } from './client.ts';
 import { crc32, filesFixture, md5, MiB, random, STORES, type FileEntry } from './files-fixture.ts';
 import { dbOf, filesOf } from '../../helpers/internals.ts';
@@ -16,6 +16,11 @@ for (const store of STORES) {
     this.timeout(30_000);
     const fx = filesFixture(store);
     const local = store === 'local';
+    // The 3 minutes of a download URL pass: the leases that kept blobs for URLs expire.
+    const expireDownloadUrls = () =>
+      dbOf(fx.gw.core).work((em) =>
+        em.update(BlobLeaseEntity, { instance: 'signed-url' }, { expires_at: new Date(Date.now() - 1) }),
+      );
 
     before(async () => {
       await fx.mkdir('up');
@@ -353,8 +358,15 @@ for (const store of STORES) {
       await fx.upload('up/gc.bin', v2);
       const newBlob = await fx.blobIdOf('up/gc.bin');
       expect(newBlob).to.not.equal(oldBlob);
-      // No reader holds the old blob: it goes right after the overwrite, without a collection.
+      // The download URL handed out before the overwrite keeps the old bytes while it is valid.
       await filesOf(fx.gw.core).blobs.idle();
+      expect(await filesOf(fx.gw.core).store.size(oldBlob)).to.equal(v1.length);
+      const held = await fx.transfer(oldUri);
+      expect(held.status).to.equal(200);
+      expect(held.body.equals(v1)).to.be.true;
+      // Once no reader and no valid URL holds it, it goes, without waiting for the collection.
+      await expireDownloadUrls();
+      await filesOf(fx.gw.core).blobs.reclaim([oldBlob]);
       expect(await filesOf(fx.gw.core).store.size(oldBlob)).to.equal(null);
       expect(await filesOf(fx.gw.core).store.size(newBlob)).to.equal(v2.length);
       if (local) {
@@ -364,7 +376,7 @@ for (const store of STORES) {
         expect(blobsAfter.length).to.equal(blobsBefore.length);
       }
       expect((await fx.download('up/gc.bin')).equals(v2)).to.be.true;
-      // A download URL of the collected version answers 404, not 500.
+      // A download URL of a collected version answers 404, not 500.
       const stale = await fx.transfer(oldUri);
       expect(stale.status, stale.body.toString()).to.equal(404);
       expect(JSON.parse(stale.body.toString()).type).to.equal('not-found/file-not-found');
@@ -387,6 +399,7 @@ for (const store of STORES) {
       await dbOf(fx.gw.core).work((em) =>
         em.update(UploadEntity, { ref: abandoned.ref }, { expires_at: new Date(Date.now() - 1000) }),
       );
+      await expireDownloadUrls();
       await fx.collectGarbage();
       await fx.collectGarbage();
 

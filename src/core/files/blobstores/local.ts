@@ -10,7 +10,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { classifyStorageError } from '../../errors.ts';
 import { BlobNotFound, isBlobId, type BlobId, type BlobStore, type ByteRange } from '../blobstore.ts';
-import { sweepStale } from '../staging.ts';
+import { OWNER, sweepStale, type Abandoned } from '../staging.ts';
 
 /** LocalBlobStore stores blobs on the local disk. */
 export class LocalBlobStore implements BlobStore {
@@ -37,7 +37,8 @@ export class LocalBlobStore implements BlobStore {
     } finally {
       body.off('error', early);
     }
-    const partial = `${final}.partial`;
+    // Named with its writer, so a sweep can tell a crashed put's file from a live one (staging.ts).
+    const partial = `${final}.${OWNER}.partial`;
     // 1 MiB of buffer (not the default 16 KiB): the source keeps flowing while a write is in
     // flight and queued chunks go out in one writev; 30-50% faster uploads (files.bench.ts).
     const out = createWriteStream(partial, { flags: 'wx', highWaterMark: 1024 * 1024 });
@@ -69,6 +70,16 @@ export class LocalBlobStore implements BlobStore {
       } catch (err) {
         if ((err as { code?: string }).code !== 'ENOENT' || dir === path.dirname(dir)) return null;
       }
+    }
+  }
+
+  async space(): Promise<{ free: number; total: number } | null> {
+    const free = await this.freeBytes();
+    if (free === null) return null;
+    for (let dir = this.root; ; dir = path.dirname(dir)) {
+      const fsStats = await statfs(dir).catch(() => null);
+      if (fsStats) return { free, total: fsStats.blocks * fsStats.bsize };
+      if (dir === path.dirname(dir)) return null;
     }
   }
 
@@ -125,9 +136,14 @@ export class LocalBlobStore implements BlobStore {
     }
   }
 
-  /** sweep deletes `<id>.partial` files a crash left (put removes its own on any error). */
-  sweep(olderThanMs: number): Promise<number> {
-    return sweepStale(this.root, '.partial', olderThanMs);
+  /** sweep deletes the `<id>.<owner>.partial` files a crash left (put removes its own on any error). */
+  sweep(abandoned: Abandoned): Promise<number> {
+    return sweepStale(
+      this.root,
+      '.partial',
+      (name) => /^[^.]+\.([^.]+)\.partial$/.exec(name)?.[1] ?? null,
+      abandoned,
+    );
   }
 
   async delete(id: BlobId): Promise<void> {
