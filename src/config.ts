@@ -194,6 +194,9 @@ const schema = z.object({
     max_connections_per_address: nonNegativeInt,
     max_sessions_per_user: nonNegativeInt,
   }),
+  shutdown: z.object({
+    grace_seconds: nonNegativeInt,
+  }),
   http: z.object({
     idle_timeout_seconds: positiveInt,
     body_timeout_seconds: positiveInt,
@@ -251,6 +254,7 @@ const envKeys: Record<string, string> = {
   SVC_MAX_CONNECTIONS: 'limits.max_connections',
   SVC_MAX_CONNECTIONS_PER_ADDRESS: 'limits.max_connections_per_address',
   SVC_MAX_SESSIONS_PER_USER: 'limits.max_sessions_per_user',
+  SVC_SHUTDOWN_GRACE_SECONDS: 'shutdown.grace_seconds',
   SVC_CREDENTIAL_CACHE_SECONDS: 'accounts.credential_cache_seconds',
   SVC_LOGIN_WINDOW_SECONDS: 'accounts.login_window_seconds',
   SVC_SITE_ALLOWED_IPS: 'site.allowed_ips',
