@@ -1,6 +1,7 @@
 /**
  * The gateway process: settings → core (migrated) → site admin on first start → TLS → front ends
- * in order → one `ready` line. `stop` closes the front ends in reverse order, then the core.
+ * in order → one `ready` line. `stop` drains every front end at once (each gives running transfers
+ * `shutdown.grace_seconds`; one after another the graces would add up), then closes the core.
  */
 import { randomBytes } from 'node:crypto';
 import { createCore, type Core, type FrontEnd } from './core/index.ts';
@@ -62,13 +63,15 @@ export async function startGateway(
       core,
       ports,
       async stop() {
-        for (const fe of started.reverse()) {
-          await fe
-            .stop()
-            .catch((err: unknown) =>
-              log.error('stopping front end failed', { frontEnd: fe.name, error: String(err) }),
-            );
-        }
+        await Promise.all(
+          started.map((fe) =>
+            fe
+              .stop()
+              .catch((err: unknown) =>
+                log.error('stopping front end failed', { frontEnd: fe.name, error: String(err) }),
+              ),
+          ),
+        );
         await core.close();
       },
     };
