@@ -74,10 +74,14 @@ export function createHttpsServer(
       s.once('close', () => refused.delete(key));
     });
   });
+  shutdownGrace.set(server, core.config.shutdown.grace_seconds * 1000);
   const bodyMs = core.config.http.body_timeout_seconds * 1000;
   server.on('request', (req: IncomingMessage) => watchBody(req, bodyMs));
   return server;
 }
+
+/** shutdownGrace holds each HTTPS server's `shutdown.grace_seconds`, for closeHttps. */
+const shutdownGrace = new WeakMap<https.Server, number>();
 
 /** peerKey names a live connection by its client's address and port (the same for TCP and TLS sockets). */
 function peerKey(socket: net.Socket): string {
@@ -130,13 +134,24 @@ function watchBody(req: IncomingMessage, bodyMs: number): void {
 
 /**
  * closeHttps stops accepting, closes idle keep-alive connections at once, gives running requests
- * `graceMs` to finish and then cuts every socket still open.
+ * `graceMs` (`shutdown.grace_seconds` by default) to finish and then cuts every socket still open.
+ * A connection whose request finishes during the drain is closed then, not kept alive.
  */
-export function closeHttps(server: https.Server, graceMs = 5_000): Promise<void> {
+export function closeHttps(
+  server: https.Server,
+  graceMs = shutdownGrace.get(server) ?? 5_000,
+): Promise<void> {
   return new Promise((resolve) => {
     const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+    // Responses finished while draining: the socket turns idle, so close it rather than keep it.
+    server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
+      res.shouldKeepAlive = false;
+    });
+    const sweep = setInterval(() => server.closeIdleConnections(), 250);
+    sweep.unref();
     server.close(() => {
       clearTimeout(cut);
+      clearInterval(sweep);
       resolve();
     });
     server.closeIdleConnections();
