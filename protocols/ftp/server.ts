@@ -4,7 +4,9 @@
  * connections, so a data connection can resume its control connection's TLS session (the
  * certificate is the HTTPS one). Every connection counts against the gateway's connection limits
  * (one over a limit is greeted with 421 and closed) and must log in within the login grace. `stop`
- * says 421 to every session and waits for them to close; it never exits the process.
+ * stops accepting, says 421 to every idle session at once and to one with a data transfer running
+ * once it ends (or `shutdown.grace_seconds` runs out, aborting it), and waits for them to close;
+ * it never exits the process.
  */
 import net from 'node:net';
 import tls from 'node:tls';
@@ -24,10 +26,12 @@ export type FtpListenerKind = 'ftp' | 'ftps';
 export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
   let server: net.Server | null = null;
   const sessions = new Set<FtpConnection>();
+  let graceMs = 0;
   return {
     name: kind,
     async start(core, opts) {
       const settings = core.config.ftp;
+      graceMs = core.config.shutdown.grace_seconds * 1000;
       const limits = connectionLimits(core);
       const context: ServerContext = {
         core,
@@ -49,7 +53,7 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
         idleTimeoutMs: settings.idle_timeout_seconds * 1000,
         passiveAddress: settings.passive_address,
       };
-      const graceMs = settings.login_grace_seconds * 1000;
+      const loginGraceMs = settings.login_grace_seconds * 1000;
       const s = net.createServer((raw) => {
         raw.setNoDelay(true);
         raw.on('error', () => undefined);
@@ -67,7 +71,7 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
           if (connection.principal) return;
           connection.reply(421, 'Login grace time exceeded; closing the connection');
           connection.end();
-        }, graceMs);
+        }, loginGraceMs);
         void connection.closedPromise.then(() => {
           clearTimeout(grace);
           sessions.delete(connection);
@@ -83,7 +87,13 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
       if (!s) return;
       server = null;
       const closed = new Promise<void>((resolve) => s.close(() => resolve()));
-      await Promise.all([...sessions].map((c) => c.close()));
+      let cut: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<void>((resolve) => (cut = setTimeout(resolve, graceMs)));
+      // A transfer that ends during the drain has its reply (226) before the 421.
+      const drain = (c: FtpConnection) =>
+        (c.transfer ? Promise.race([c.transfer.done, graceOver]) : Promise.resolve()).then(() => c.close());
+      await Promise.all([...sessions].map(drain));
+      clearTimeout(cut);
       await closed;
     },
   };
