@@ -105,7 +105,9 @@ interface Admission {
 /** sftpFrontEnd serves SFTP (and rclone's exec probes) over SSH. */
 export function sftpFrontEnd(): FrontEnd {
   let listener: net.Server | null = null;
-  const clients = new Set<Connection>();
+  let graceMs = 0;
+  /** every SSH connection, with its state once serveConnection has it */
+  const clients = new Map<Connection, ConnectionState | null>();
   /** sockets ssh2 has not made a connection of yet (no SSH identification line received) */
   const unidentified = new Set<net.Socket>();
 
@@ -113,6 +115,7 @@ export function sftpFrontEnd(): FrontEnd {
     name: 'sftp',
     async start(core, opts) {
       const cfg = core.config.sftp;
+      graceMs = core.config.shutdown.grace_seconds * 1000;
       const log = core.log.child({ interface: 'sftp' });
       const limits = connectionLimits(core);
       /** sockets still in their login grace, with their ssh2 connection once there is one */
@@ -132,23 +135,30 @@ export function sftpFrontEnd(): FrontEnd {
           const entry = socket && pending.get(socket);
           if (socket) unidentified.delete(socket);
           if (entry) entry.client = client;
-          clients.add(client);
+          clients.set(client, null);
           client.on('close', () => clients.delete(client));
-          serveConnection(core, log, client, socket ? clientAddress(socket) : plainAddress(info.ip), {
-            limits,
-            authenticated: () => {
-              if (!entry) return;
-              clearTimeout(entry.timer);
-              if (socket) pending.delete(socket);
+          const state = serveConnection(
+            core,
+            log,
+            client,
+            socket ? clientAddress(socket) : plainAddress(info.ip),
+            {
+              limits,
+              authenticated: () => {
+                if (!entry) return;
+                clearTimeout(entry.timer);
+                if (socket) pending.delete(socket);
+              },
             },
-          });
+          );
+          if (clients.has(client)) clients.set(client, state);
         },
       );
       // Login grace (OpenSSH's LoginGraceTime): from accept until authenticated. ssh2 has no timeout
       // before authentication, nor one before the client's identification line (a port scanner or
       // a half-dead peer that says nothing would hold its socket for good), so we accept the sockets
       // ourselves and end one not authenticated in time (or idle for the idle timeout, if shorter).
-      const graceMs = Math.min(cfg.login_grace_seconds, cfg.idle_timeout_seconds) * 1000;
+      const loginGraceMs = Math.min(cfg.login_grace_seconds, cfg.idle_timeout_seconds) * 1000;
       // noDelay: SFTP is request-reply with small packets; with Nagle's algorithm each reply
       // waited for the client's delayed ACK (about 40 ms a request: sshfs made 20 files a second).
       const s = net.createServer({ noDelay: true }, (socket) => {
@@ -162,7 +172,7 @@ export function sftpFrontEnd(): FrontEnd {
             if (entry.client)
               disconnect(entry.client, DISCONNECT_REASON.BY_APPLICATION, 'Login grace time exceeded');
             else socket.destroy();
-          }, graceMs),
+          }, loginGraceMs),
         };
         pending.set(socket, entry);
         socket.once('close', () => {
@@ -184,9 +194,23 @@ export function sftpFrontEnd(): FrontEnd {
       listener = null;
       const closed = new Promise<void>((resolve) => s.close(() => resolve()));
       for (const socket of unidentified) socket.destroy();
+      // A connection with a file open may finish it within the grace; the others are told at once.
       // Ending a connection closes its channels; their sessions abort unfinished uploads.
-      for (const c of clients) endConnection(c);
+      const deadline = Date.now() + graceMs;
+      const told = new Set<Connection>();
+      const sweep = () => {
+        const late = Date.now() >= deadline;
+        for (const [c, state] of clients) {
+          if (told.has(c)) continue;
+          if (!late && state && [...state.sessions].some((x) => x.transferring)) continue;
+          told.add(c);
+          disconnect(c, DISCONNECT_REASON.BY_APPLICATION, 'Server shutting down');
+        }
+      };
+      sweep();
+      const drain = setInterval(sweep, 100);
       await closed;
+      clearInterval(drain);
     },
   };
 }
@@ -292,7 +316,7 @@ function serveConnection(
   client: Connection,
   rawIp: string,
   admission: Admission,
-): void {
+): ConnectionState {
   const cfg = core.config.sftp;
   const state: ConnectionState = {
     principal: null,
@@ -393,6 +417,7 @@ function serveConnection(
       });
     });
   });
+  return state;
 }
 
 /** finish writes a command's output, then exit-status, then closes the channel. */

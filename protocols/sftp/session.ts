@@ -112,6 +112,13 @@ export class SftpSession {
     return this.inflight > 0;
   }
 
+  /** transferring tells whether a file is open here (being read or written) or a request runs. */
+  get transferring(): boolean {
+    if (this.inflight > 0) return true;
+    for (const h of this.handles.all()) if (h.kind !== 'dir') return true;
+    return false;
+  }
+
   private onData(chunk: Buffer): void {
     if (this.closed) return;
     try {
