@@ -1,7 +1,7 @@
 /**
  * Stopping with a drain (issue 12, item 1), on the gateway as its own process and real clients:
- * on SIGTERM every listener stops accepting and idle sessions are closed at once (FTP `421`),
- * running transfers (an OpenSSH sftp put, a curl FTP download, both slowed by their rate limits)
+ * on SIGTERM every listener stops accepting and idle sessions are closed at once (FTP `421`, an SSH
+ * disconnect); running transfers (an OpenSSH sftp put, a curl FTP download, both slowed by their rate limits)
  * finish within `shutdown.grace_seconds` and are whole; one longer than the grace is cut, its
  * upload discarded (the old content stays), and the process exits soon after the grace.
  * The database plays no part here: SQLite only.
@@ -57,6 +57,26 @@ function sftpPut(port: number, local: string, remote: string, kbits = 0) {
   ]);
 }
 
+/**
+ * idleSftp logs in with OpenSSH sftp and stays idle, reading commands from a pipe; `output` is
+ * what it printed (INFO, so that it shows the server's disconnect).
+ */
+async function idleSftp(port: number) {
+  const { prefix, args } = authArgs({ password: PASSWORD });
+  const argv = [...prefix, 'sftp', ...args, '-o', 'LogLevel=INFO', ...SSH_OPTIONS];
+  argv.push('-b', '-', '-P', String(port), `${ADMIN}@127.0.0.1`);
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+  const client = { output: '' };
+  for (const s of [child.stdout!, child.stderr!])
+    s.on('data', (c: Buffer) => (client.output += c.toString()));
+  child.stdin!.write('pwd\n');
+  await until(
+    () => `the idle sftp logged in: ${client.output}`,
+    () => /Remote working directory/.test(client.output),
+  );
+  return { client, child };
+}
+
 /** curlFtp downloads (or with `upload`, uploads) a site path over plain FTP. */
 function curlFtp(
   port: number,
@@ -78,10 +98,10 @@ function curlFtp(
 }
 
 /** until polls `cond` every 50 ms until it holds (or fails after 30 s). */
-async function until(what: string, cond: () => boolean): Promise<void> {
+async function until(what: string | (() => string), cond: () => boolean): Promise<void> {
   const end = Date.now() + 30_000;
   while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
+    if (Date.now() > end) throw new Error(`timed out waiting: ${typeof what === 'string' ? what : what()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -160,7 +180,7 @@ describe('stopping with a drain (SIGTERM)', function () {
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('lets a running SFTP upload and FTP download finish, says 421 to an idle FTP session at once and refuses new connections', async () => {
+  it('lets a running SFTP upload and FTP download finish, closes idle FTP (421) and SFTP (disconnect) sessions at once and refuses new connections', async () => {
     const p = await serve(30);
     const download = randomBytes(1_500_000);
     const upload = randomBytes(1_500_000);
@@ -171,6 +191,7 @@ describe('stopping with a drain (SIGTERM)', function () {
 
     const idle = await RawControl.connect(p.ports.ftp!);
     expect(await idle.login(ADMIN, PASSWORD)).to.match(/^230/);
+    const idleSsh = await idleSftp(p.ports.sftp!);
     // About 5 s each at these rates: long enough to be running when SIGTERM arrives.
     const put = sftpPut(p.ports.sftp!, path.join(dir, 'up.bin'), 'up.bin', 2400);
     const got = path.join(dir, 'got.bin');
@@ -183,7 +204,13 @@ describe('stopping with a drain (SIGTERM)', function () {
     let getDone = false;
     void get.exited.then(() => (getDone = true));
     expect(await idle.reply(), 'the idle FTP session').to.match(/^421/);
-    expect(getDone, 'the download was still running when the idle session got 421').to.equal(false);
+    // sftp itself notices only at its next command; its ssh prints the disconnect at once.
+    await until(
+      () => `the idle SFTP session's disconnect: ${idleSsh.client.output}`,
+      () => /Received disconnect .*Server shutting down/.test(idleSsh.client.output),
+    );
+    idleSsh.child.stdin!.end();
+    expect(getDone, 'the download was still running when the idle sessions were closed').to.equal(false);
     for (const port of [p.ports.ftp!, p.ports.sftp!, p.ports.https!, p.ports.webdav!])
       expect(await refused(port), `a new connection to port ${port}`).to.equal(true);
 
