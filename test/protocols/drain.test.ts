@@ -1,7 +1,7 @@
 /**
  * Stopping with a drain (issue 12, item 1), on the gateway as its own process and real clients:
  * on SIGTERM every listener stops accepting and idle sessions are closed at once (FTP `421`, an SSH
- * disconnect); running transfers (an OpenSSH sftp put, a curl FTP download, both slowed by their rate limits)
+ * disconnect); running transfers (an OpenSSH sftp put, curl FTP and WebDAV downloads, slowed by their rate limits)
  * finish within `shutdown.grace_seconds` and are whole; one longer than the grace is cut, its
  * upload discarded (the old content stays), and the process exits soon after the grace.
  * The database plays no part here: SQLite only.
@@ -180,7 +180,7 @@ describe('stopping with a drain (SIGTERM)', function () {
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('lets a running SFTP upload and FTP download finish, closes idle FTP (421) and SFTP (disconnect) sessions at once and refuses new connections', async () => {
+  it('lets a running SFTP upload and FTP and WebDAV downloads finish, closes idle FTP (421) and SFTP (disconnect) sessions at once and refuses new connections', async () => {
     const p = await serve(30);
     const download = randomBytes(1_500_000);
     const upload = randomBytes(1_500_000);
@@ -196,8 +196,15 @@ describe('stopping with a drain (SIGTERM)', function () {
     const put = sftpPut(p.ports.sftp!, path.join(dir, 'up.bin'), 'up.bin', 2400);
     const got = path.join(dir, 'got.bin');
     const get = curlFtp(p.ports.ftp!, 'down.bin', got, { rate: '300k' });
+    const davGot = path.join(dir, 'dav-got.bin');
+    const davGet = start([
+      'curl',
+      ...['-sS', '--fail', '--insecure', '--max-time', '120', '--limit-rate', '300k'],
+      ...['-u', `${ADMIN}:${PASSWORD}`, '-o', davGot, `https://127.0.0.1:${p.ports.webdav}/down.bin`],
+    ]);
     await until('the SFTP upload is running', () => staged(dataDir));
     await until('the FTP download is running', () => sizeOf(got) > 0);
+    await until('the WebDAV download is running', () => sizeOf(davGot) > 0);
 
     const exit = exitOf(p);
     p.child.kill('SIGTERM');
@@ -214,10 +221,12 @@ describe('stopping with a drain (SIGTERM)', function () {
     for (const port of [p.ports.ftp!, p.ports.sftp!, p.ports.https!, p.ports.webdav!])
       expect(await refused(port), `a new connection to port ${port}`).to.equal(true);
 
-    const [putEnd, getEnd] = await Promise.all([put.exited, get.exited]);
+    const [putEnd, getEnd, davEnd] = await Promise.all([put.exited, get.exited, davGet.exited]);
     expect(putEnd.code, putEnd.stderr).to.equal(0);
     expect(getEnd.code, getEnd.stderr).to.equal(0);
     expect(md5(readFileSync(got))).to.equal(md5(download));
+    expect(davEnd.code, davEnd.stderr).to.equal(0);
+    expect(md5(readFileSync(davGot)), 'the WebDAV download').to.equal(md5(download));
     expect(await exit).to.equal(0);
     idle.close();
 
