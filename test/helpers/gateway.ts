@@ -36,6 +36,8 @@ export async function testConfig(overrides: Record<string, unknown> = {}): Promi
     accounts: { bcrypt_rounds: 4 },
     admin: { username: 'admin', password: 'admin-password' },
     log_level: 'error',
+    // A test's stop should not wait out the production drain for a transfer it abandoned.
+    shutdown: { grace_seconds: 2 },
   };
   const config = loadConfig({}, deepMerge(base, overrides));
   return {
