@@ -47,8 +47,10 @@ describe(`PROXY protocol and X-Forwarded-For from trusted proxies (${dbKind})`, 
   const relays: Relay[] = [];
 
   before(async () => {
-    // The passive range is forwarded by the "load balancer" too, without a header.
-    const first = 40_000 + Math.floor(Math.random() * 20_000);
+    // The passive range is forwarded by the "load balancer" too, without a header. Below the
+    // kernel's ephemeral range (32768+), so no client socket of another test can hold one of its
+    // ports, and clear of the other tests' fixed ranges (21700…, 23100…).
+    const first = 24_000 + Math.floor(Math.random() * 5_000);
     gw = await startTestGateway({
       bind: GATEWAY,
       ports: { webdav: 0, ftp: 0, ftps: 0, sftp: 0, ftp_pasv: `${first}-${first + PASV_PORTS - 1}` },
