@@ -17,7 +17,7 @@ import ssh2 from 'ssh2';
 import { dbKind, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
 import { createFtpUser, PASSWORD, RawControl, run } from './ftp/clients.ts';
-import { authArgs, SSH_OPTIONS } from './sftp/clients.ts';
+import { sftpBatch } from './sftp/clients.ts';
 
 const ADMIN_PASSWORD = 'admin-password-limits';
 
@@ -91,25 +91,6 @@ function get(
     req.on('error', reject);
     req.end(opts.body);
   });
-}
-
-/** sftpBatch runs OpenSSH sftp with `batch` on standard input (run() has no input, so through sh). */
-function sftpBatch(port: number, username: string, password: string, batch: string, bind?: string) {
-  const { prefix, args } = authArgs({ password });
-  const argv = [
-    ...prefix,
-    'sftp',
-    ...args,
-    ...SSH_OPTIONS,
-    ...(bind ? ['-o', `BindAddress=${bind}`] : []),
-    '-b',
-    '-',
-    '-P',
-    String(port),
-    `${username}@127.0.0.1`,
-  ];
-  const quoted = argv.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-  return run('sh', ['-c', `printf '%s\\n' '${batch}' | ${quoted}`], 30_000);
 }
 
 /** logLines are a process's JSON log lines with `message`. */
@@ -201,7 +182,7 @@ describe(`connection limits (${dbKind})`, function () {
         ]);
         expect(r.code, `${scheme}: ${r.stderr}`).to.equal(0);
       }
-      const s = await sftpBatch(gw.ports.sftp!, 'admin', ADMIN_PASSWORD, 'pwd');
+      const s = await sftpBatch(gw.ports.sftp!, 'admin', { password: ADMIN_PASSWORD }, ['pwd']);
       expect(s.code, s.stderr).to.equal(0);
       expect(s.stdout).to.include('Remote working directory: /');
 
@@ -227,7 +208,9 @@ describe(`connection limits (${dbKind})`, function () {
       expect(refusedFtp.stderr).to.include('< 421 Too many connections from your address');
       const raw = await RawControl.connect(gw.ports.ftp!, '127.0.0.2').catch((err: Error) => err.message);
       expect(raw).to.include('421 Too many connections from your address');
-      const refusedSsh = await sftpBatch(gw.ports.sftp!, 'admin', ADMIN_PASSWORD, 'pwd', '127.0.0.2');
+      const refusedSsh = await sftpBatch(gw.ports.sftp!, 'admin', { password: ADMIN_PASSWORD }, ['pwd'], {
+        bind: '127.0.0.2',
+      });
       expect(refusedSsh.code).to.not.equal(0);
       expect(refusedSsh.stderr).to.match(
         /Received disconnect from 127\.0\.0\.1 port \d+:12: Too many connections/,
@@ -308,16 +291,16 @@ describe(`connection limits (${dbKind})`, function () {
       ]);
       expect(lftp.code).to.not.equal(0);
       expect(lftp.stderr).to.include('Too many sessions');
-      const refused = await sftpBatch(gw.ports.sftp!, 'limited', PASSWORD, 'pwd');
+      const refused = await sftpBatch(gw.ports.sftp!, 'limited', { password: PASSWORD }, ['pwd']);
       expect(refused.code).to.not.equal(0);
       expect(refused.stderr).to.match(/Received disconnect from 127\.0\.0\.1 port \d+:12: Too many sessions/);
       // Another user is not counted with this one.
-      const other = await sftpBatch(gw.ports.sftp!, 'other', PASSWORD, 'pwd');
+      const other = await sftpBatch(gw.ports.sftp!, 'other', { password: PASSWORD }, ['pwd']);
       expect(other.code, other.stderr).to.equal(0);
       // A place freed is a place again.
       first.close();
       await until('limited logs in over SFTP again', async () => {
-        const r = await sftpBatch(gw.ports.sftp!, 'limited', PASSWORD, 'pwd');
+        const r = await sftpBatch(gw.ports.sftp!, 'limited', { password: PASSWORD }, ['pwd']);
         return r.code === 0;
       });
       second.close();
