@@ -263,13 +263,21 @@ export class History {
       // A previous page reads backwards from the first row of the page the client is on.
       const ordered = seek?.before ? terms.map((t) => ({ ...t, asc: !t.asc })) : terms;
       // `by` names when and id in the window's terms: `+ 0` keeps an index from serving them.
-      const select = (filtered: boolean, by = { when: 'a.when', id: 'a.id', terms: ordered }) => {
+      // `within` narrows the window's time range where a caller knows a tighter one. Each side
+      // gets one bound, the tightest (times are whole milliseconds): given two, SQLite may seek
+      // the (when, id) index by the looser.
+      const select = (
+        filtered: boolean,
+        by = { when: 'a.when', id: 'a.id', terms: ordered },
+        within: { after?: number; before?: number } = {},
+      ) => {
+        const low = Math.max(floor, within.after ?? floor, start ? start.getTime() - 1 : floor);
+        const high = Math.min(within.before ?? Infinity, end ? end.getTime() : Infinity);
         const qb = em
           .createQueryBuilder(ActionEntity, 'a')
-          .where(`${by.when} > :floor`, { floor })
+          .where(`${by.when} > :floor`, { floor: low })
           .andWhere(`${by.id} <= :snapshot`, { snapshot: w.snapshot });
-        if (start) qb.andWhere(`${by.when} >= :startAt`, { startAt: start.getTime() });
-        if (end) qb.andWhere(`${by.when} < :endAt`, { endAt: end.getTime() });
+        if (high !== Infinity) qb.andWhere(`${by.when} < :endAt`, { endAt: high });
         if (filtered) listing.where(qb);
         if (seek) afterKey(qb, by.terms, seek.key, 'seek');
         return qb;
@@ -291,7 +299,14 @@ export class History {
         if (bounds.length === 2) {
           const key = (b: { w: unknown; i: unknown }) => [Number(b.w), Number(b.i)];
           const reversed = ordered.map((t) => ({ ...t, asc: !t.asc }));
-          const newest = select(true);
+          // The scan's boundary is also a time bound: SQLite does not seek by the row-value test,
+          // so without it a rare folder read the whole window (10M Actions: 110-370 ms a page).
+          const boundWhen = key(bounds[1]!)[0]!;
+          const newest = select(
+            true,
+            undefined,
+            ordered[0]!.asc ? { before: boundWhen + 1 } : { after: boundWhen - 1 },
+          );
           afterKey(newest, reversed, key(bounds[1]!), 'scan');
           const found = await sorted(newest)
             .limit(w.perPage + 1)

@@ -576,6 +576,7 @@ describe('REST history', () => {
       // push the other tests' Actions off the first page of /history, however slow the run.
       const now = Date.now() - 3_600_000;
       const sliver: number[] = [];
+      const sliverAt = new Map<number, number>();
       for (let i = 0; i < 6000; i += 500) {
         await dbOf(gw.core).work(async (em) => {
           for (let j = i; j < i + 500; j++) {
@@ -586,7 +587,10 @@ describe('REST history', () => {
               path,
               interface: 'restapi',
             });
-            if (path.startsWith('sliver/')) sliver.push(Number(r.identifiers[0]!.id));
+            if (path.startsWith('sliver/')) {
+              sliver.push(Number(r.identifiers[0]!.id));
+              sliverAt.set(Number(r.identifiers[0]!.id), now - 6000 + j);
+            }
           }
         });
       }
@@ -604,6 +608,25 @@ describe('REST history', () => {
           }
           expect(got, `${direction}, ${perPage} a page`).to.deep.equal(expected);
         }
+        // start_at and end_at narrow it the same way, still more than the 5,000 read in time order.
+        const [from, to] = [now - 6000 + 500, now - 6000 + 5800];
+        const range = {
+          start_at: new Date(from).toISOString(),
+          end_at: new Date(to).toISOString(),
+          'sort_by[created_at]': direction,
+          per_page: '4',
+        };
+        const got: number[] = [];
+        let r = await get(`/history/folders/sliver${q(range)}`);
+        got.push(...idsOf(r.json));
+        while (r.headers['x-svc-cursor-next']) {
+          const cursor = r.headers['x-svc-cursor-next'] as string;
+          r = await get(`/history/folders/sliver${q({ ...range, cursor })}`);
+          got.push(...idsOf(r.json));
+        }
+        const within = expected.filter((id) => sliverAt.get(id)! >= from && sliverAt.get(id)! < to);
+        expect(within).to.have.length(18);
+        expect(got, `${direction}, start_at and end_at`).to.deep.equal(within);
       }
     });
 
