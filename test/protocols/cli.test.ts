@@ -139,18 +139,13 @@ describe(`the svc-gateway command line beside a running gateway (${dbKind})`, fu
     const asCarol = { 'X-SvcAPI-Auth': session };
     expect((await api('GET', '/folders/projects', undefined, asCarol)).status).to.equal(403);
 
-    const granted = await ok([
-      'permissions',
-      'grant',
-      '--path',
-      'projects',
-      '--user',
-      'carol',
-      '--permission',
-      'readonly',
-    ]);
-    const id = /granted permission (\d+): readonly on \/projects to user carol/.exec(granted)?.[1];
-    expect(id, granted).to.be.a('string');
+    // `grant carol …` as a shell would split it
+    const grant = (more: string) =>
+      cli(['permissions', 'grant', '--path', 'projects', '--user', 'carol', ...more.split(' ')]);
+    const granted = await grant('--permission readonly');
+    expect(granted.code, granted.stderr).to.equal(0);
+    const id = /granted permission (\d+): readonly on \/projects to user carol/.exec(granted.stdout)?.[1];
+    expect(id, granted.stdout).to.be.a('string');
     expect(await ok(['permissions', 'list', '--user', 'carol'])).to.include(
       `${id}\t/projects\treadonly\tuser carol`,
     );
@@ -160,29 +155,8 @@ describe(`the svc-gateway command line beside a running gateway (${dbKind})`, fu
     expect(await ok(['permissions', 'list', '--user', 'carol'])).to.equal('');
     expect((await api('GET', '/folders/projects', undefined, asCarol)).status).to.equal(403);
 
-    const both = await cli([
-      'permissions',
-      'grant',
-      '--path',
-      'projects',
-      '--user',
-      'carol',
-      '--group',
-      'g',
-      '--permission',
-      'full',
-    ]);
-    expect(both.code).to.equal(2);
-    const badLevel = await cli([
-      'permissions',
-      'grant',
-      '--path',
-      'projects',
-      '--user',
-      'carol',
-      '--permission',
-      'all',
-    ]);
+    expect((await grant('--group g --permission full')).code).to.equal(2);
+    const badLevel = await grant('--permission all');
     expect(badLevel.code).to.equal(1);
     expect(badLevel.stderr).to.include('Permission must be one of full, readonly');
     expect(badLevel.stderr).to.not.include('    at ');
