@@ -154,6 +154,41 @@ export class Users {
     });
   }
 
+  /** byUsername shows one user by username (any case), for site admins and the operator. */
+  async byUsername(p: Principal, usernameValue: string): Promise<User> {
+    requireSiteAdmin(p);
+    return this.ctx.db.read(async (em) => {
+      const row = await em.findOneBy(UserEntity, { username_key: usernameValue.toLowerCase() });
+      if (!row) throw new GatewayError('not-found/user-not-found', `User ${usernameValue} not found`);
+      return (await this.views(em, [row]))[0]!;
+    });
+  }
+
+  /**
+   * unlock ends a user's lockout and forgets their failed logins, so the next login with the right
+   * password succeeds at once (the per-address limit on failed logins is not the user's and stays).
+   */
+  async unlock(p: Principal, id: number): Promise<User> {
+    requireSiteAdmin(p);
+    const unlocked = await this.ctx.db.work(async (em) => {
+      const row = await em.findOneBy(UserEntity, { id });
+      if (!row) throw new GatewayError('not-found/user-not-found', `User ${id} not found`);
+      await em.update(
+        UserEntity,
+        { id },
+        { failed_logins: 0, failed_login_window_start: null, locked_until: null },
+      );
+      await recordAction(em, p, {
+        action: 'user_update',
+        display: `Unlocked user ${row.username}`,
+        targets: [{ type: 'user', id: row.id, username: row.username, fields: ['locked_until'] }],
+      });
+      return (await this.views(em, [row]))[0]!;
+    });
+    this.ctx.credentials.clear();
+    return unlocked;
+  }
+
   /** create adds a user, its group memberships and its grant_permission rows in one unit of work. */
   async create(p: Principal, input: unknown): Promise<User> {
     requireSiteAdmin(p);
