@@ -1,6 +1,7 @@
 /**
  * Issue 12's small fixes, each seen from the wire with a real client: a locked-out user and an
- * unknown name answer alike and take as long (no username oracle), lftp stops on a locked-out 530,
+ * unknown name answer alike and take as long (no username oracle), lftp stops on a locked-out 530
+ * and on the per-address failed-login limit's 530,
  * WebDAV refuses a Destination on another host with 502, REST bodies that are not UTF-8 are 400
  * `invalid-input-encoding`, and 1,000 small FTPS downloads run on one login on TLS 1.3 and 1.2.
  */
@@ -91,6 +92,41 @@ describe(`issue 12 small fixes (${dbKind})`, function () {
       expect(r.stderr).to.match(/locked out/);
       const after = await actions(gw.core, { action: 'failedlogin', username: 'lockftp' });
       expect(after.slice(before).map((a) => a.failure_type)).to.deep.equal(['locked_out']);
+    });
+  });
+
+  describe('the per-address limit on failed logins', () => {
+    let limited: TestGateway;
+    before(async () => {
+      limited = await startFtpGateway({ lockout: { ip_max_failures: 3 } });
+      await createFtpUser(limited.core, 'ipuser');
+    });
+    after(() => limited?.stop());
+
+    it('answers FTP with a 530 that lftp does not retry (the old 421 it retried net:max-retries times)', async () => {
+      // From 127.0.0.6, so no other test's address is refused.
+      const bind = 'set net:socket-bind-ipv4 127.0.0.6';
+      for (let i = 0; i < 3; i++)
+        await lftp(limited, 'explicit', `guess-${i}`, 'ls', {
+          password: 'wrong',
+          extra: bind,
+          timeoutMs: 20_000,
+        });
+      const started = Date.now();
+      const r = await lftp(limited, 'explicit', 'ipuser', 'ls', {
+        extra: `${bind}; set net:max-retries 5; set net:reconnect-interval-base 1; set net:reconnect-interval-multiplier 1; debug 9`,
+        timeoutMs: 60_000,
+      });
+      expect(r.code).to.not.equal(0);
+      expect(r.stderr).to.include(
+        'Login failed: 530 Logins from this address are refused for up to 15 minutes after repeated failed logins',
+      );
+      expect(r.stderr.match(/---> PASS/g) ?? [], r.stderr.slice(-2000)).to.have.length(1);
+      expect(r.stderr).to.not.match(/matched ftp:retry-530/);
+      expect(Date.now() - started).to.be.below(10_000);
+      // Another address still logs in.
+      const other = await lftp(limited, 'explicit', 'ipuser', 'ls', { timeoutMs: 20_000 });
+      expect(other.code, other.stderr).to.equal(0);
     });
   });
 
