@@ -287,7 +287,9 @@ describe(`issue 12 small fixes (${dbKind})`, function () {
     });
   });
 
-  describe('1,000 small FTPS downloads with lftp', () => {
+  // One database: the race is in the FTP data layer, not in the database, and each pass of 1,000
+  // FTPS downloads takes over a minute on TLS 1.3; SQLite's run covers it.
+  (dbKind === 'sqlite' ? describe : describe.skip)('1,000 small FTPS downloads with lftp', () => {
     before(async () => {
       await gw.core.namespace.mkdir(operatorPrincipal(), 'home/carol/many');
       for (let i = 0; i < 1000; i++)
@@ -302,20 +304,35 @@ describe(`issue 12 small fixes (${dbKind})`, function () {
       ['TLS 1.3', 'NORMAL:-VERS-ALL:+VERS-TLS1.3'],
       ['TLS 1.2', 'NORMAL:-VERS-ALL:+VERS-TLS1.2'],
     ] as const) {
-      it(`${version}: every file on one login, no data connection refused`, async () => {
+      it(`${version}: every file on one login, no data connection refused, pipelined commands`, async () => {
         const logins = async () => (await actions(gw.core, { action: 'login', username: 'carol' })).length;
         const before = await logins();
         const dir = mkdtempSync(path.join(os.tmpdir(), 'edges-ftps-'));
         try {
+          const started = Date.now();
+          // ftp:sync-mode off: lftp sends the next EPSV and RETR without waiting for the last data
+          // connection's close, as queueing clients do. That is when the race showed: the late close
+          // of the last TLS data connection closed the listener the next EPSV had just opened. On
+          // the old code (no settled guard in protocols/ftp/data.ts) 100 files gave 33 × 425, 12
+          // refused data connections and 14 logins in 87 s (6 s with the guard). A refused data
+          // connection makes lftp retry after 2 s or log in again: allowed here, and counted.
           const r = await lftp(gw, 'explicit', 'carol', `lcd ${dir}; mget many/*`, {
-            // A refused data connection makes lftp reconnect and log in again: allow it, and count.
-            extra: `set ssl:priority "${priority}"; set net:max-retries 20; set net:reconnect-interval-base 1`,
-            timeoutMs: 540_000,
+            extra: `set ssl:priority "${priority}"; set ftp:sync-mode off; set net:max-retries 20; set net:reconnect-interval-base 1; debug 9`,
+            timeoutMs: 240_000,
           });
-          expect(r.code, r.stderr.slice(-2000)).to.equal(0);
+          const seconds = (Date.now() - started) / 1000;
+          const count = (re: RegExp) => (r.stderr.match(re) ?? []).length;
+          const tally = `${seconds} s, 425: ${count(/^<--- 425/gm)}, refused: ${count(/refused/gi)}, PASS: ${count(/^---> PASS/gm)}`;
+          expect(r.code, `${tally}\n${r.stderr.slice(-1500)}`).to.equal(0);
+          expect(count(/^<--- 4\d\d/gm), tally).to.equal(0);
+          expect(count(/Connection refused/g), tally).to.equal(0);
+          expect(count(/^---> PASS/gm), tally).to.equal(1);
           expect(readdirSync(dir)).to.have.length(1000);
           expect(readFileSync(path.join(dir, 'f0999'), 'utf8')).to.equal('file 999\n'.repeat(400));
           expect(await logins(), 'logins for 1,000 downloads').to.equal(before + 1);
+          // About 15 files/s on TLS 1.3 and 100 on TLS 1.2 here; the old code took a second or two
+          // per refused transfer.
+          expect(seconds, tally).to.be.below(180);
         } finally {
           rmSync(dir, { recursive: true, force: true });
         }
