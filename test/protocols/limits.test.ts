@@ -560,6 +560,48 @@ describe(`connection limits (${dbKind})`, function () {
     });
   });
 
+  describe('the per-address limit over FTP, as lftp meets it', () => {
+    let gw: TestGateway;
+    before(async () => {
+      gw = await startTestGateway({
+        ports: { ftp: 0, ftps: 'off', ftp_pasv: '34500-34519' },
+        limits: { max_connections: 1000, max_connections_per_address: 2 },
+      });
+      await createFtpUser(gw.core, 'crowded');
+    });
+    after(async () => {
+      await gw?.stop();
+    });
+
+    it('greets one connection too many with 421; lftp reconnects net:max-retries times, as against any busy server, and stops', async () => {
+      // The greeting 421 is what FTP servers send when busy (vsftpd's max_per_ip too). lftp takes
+      // any greeting but 2xx for a busy server whatever its text, and reconnects with its growing
+      // delay (15 s up to 5 min) net:max-retries times (1,000 by default): bounded, not a flood.
+      const held = await hold(gw.ports.ftp!, '127.0.0.9', 2);
+      try {
+        const started = Date.now();
+        const r = await run(
+          'lftp',
+          [
+            '-d',
+            '-c',
+            'set net:socket-bind-ipv4 127.0.0.9; set net:max-retries 3; set net:reconnect-interval-base 1; ' +
+              `set net:reconnect-interval-multiplier 1; set ftp:ssl-allow no; open -u crowded,${PASSWORD} ftp://127.0.0.1:${gw.ports.ftp}; ls`,
+          ],
+          30_000,
+        );
+        expect(r.code).to.not.equal(0);
+        const greetings =
+          r.stderr.match(/^<--- 421 Too many connections from your address; try again later/gm) ?? [];
+        expect(greetings.length, r.stderr.slice(-1500)).to.equal(3);
+        expect(r.stderr).to.not.match(/---> PASS/);
+        expect(Date.now() - started).to.be.below(20_000);
+      } finally {
+        for (const h of held) h.socket.destroy();
+      }
+    });
+  });
+
   describe('passive listeners', () => {
     let gw: TestGateway;
     before(async () => {
