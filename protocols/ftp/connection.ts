@@ -136,8 +136,8 @@ export class FtpConnection {
   }
 
   /**
-   * loggedIn records a successful login, or refuses it with `rate-limited/…` (421, and the
-   * connection closes) when the user already has as many sessions as `max_sessions_per_user`.
+   * loggedIn records a successful login, or refuses it with `rate-limited/…` (PASS answers 530 and
+   * closes the connection) when the user already has as many sessions as `max_sessions_per_user`.
    */
   loggedIn(principal: Principal): void {
     const lease = this.server.limits.openSession(userKey(principal));

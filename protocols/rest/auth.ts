@@ -3,7 +3,8 @@
  * as username, `X-SvcAPI-Auth` with a session id, or the `SvcAPI` cookie. The core checks them.
  */
 import type { Next } from 'koa';
-import { GatewayError, type Core } from '../../src/core/index.ts';
+import { GatewayError, type Core, type Principal } from '../../src/core/index.ts';
+import { holdSession } from '../shared/listener.ts';
 import type { RestContext } from './http.ts';
 
 /** SESSION_COOKIE is the earlier form's session cookie. */
@@ -18,8 +19,15 @@ function basicUsername(ctx: RestContext): string | undefined {
   return colon < 0 ? decoded : decoded.slice(0, colon);
 }
 
-/** authenticate admits the request through the core or answers 401; it leaves the Principal on ctx.state. */
+/**
+ * authenticate admits the request through the core or answers 401; it leaves the Principal on
+ * ctx.state, and the request counts as one of its user's sessions until it is answered.
+ */
 export function authenticate(core: Core) {
+  const admitted = (ctx: RestContext, principal: Principal): void => {
+    ctx.state.principal = principal;
+    holdSession(core, 'restapi', principal, ctx.res, ctx.request.ip);
+  };
   return async (ctx: RestContext, next: Next): Promise<void> => {
     const ip = ctx.request.ip;
     if (ctx.state.legacy) {
@@ -36,17 +44,17 @@ export function authenticate(core: Core) {
           'not-authorized/must-authenticate-with-api-key',
           'The legacy API takes a site-wide API key only',
         );
-      ctx.state.principal = p;
+      admitted(ctx, p);
       return next();
     }
     const key = ctx.get('X-SvcAPI-Key') || basicUsername(ctx);
     if (key) {
-      ctx.state.principal = await core.authenticateApiKey(key, 'restapi', ip);
+      admitted(ctx, await core.authenticateApiKey(key, 'restapi', ip));
       return next();
     }
     const session = ctx.get('X-SvcAPI-Auth') || ctx.cookies.get(SESSION_COOKIE);
     if (session) {
-      ctx.state.principal = await core.sessions.authenticate(session, 'restapi', ip);
+      admitted(ctx, await core.sessions.authenticate(session, 'restapi', ip));
       ctx.state.sessionId = session;
       return next();
     }

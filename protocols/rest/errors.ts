@@ -28,6 +28,9 @@ export const typeStatus: Partial<Record<ErrorType, number>> = {
   'processing-failure/resource-locked': 423,
   // RFC 4918 §11.5 "Insufficient Storage", the status HTTP clients know for a full store.
   'processing-failure/insufficient-storage': 507,
+  // A user over the per-user session limit (protocols/shared/listener.ts): the listener kit's
+  // refusal answer, 503 with Retry-After, which HTTP clients (curl --retry, rclone) wait and retry on.
+  'rate-limited/too-many-concurrent-requests': 503,
 };
 
 /** statusOf gives the HTTP status of a core error. */

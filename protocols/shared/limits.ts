@@ -186,13 +186,17 @@ export class ConnectionLimits {
     };
   }
 
-  /** openSession counts a logged-in session of `user` (FTP, FTPS, SFTP), or refuses it past the limit. */
+  /**
+   * openSession counts a session of `user` (an FTP, FTPS or SFTP login, a REST or WebDAV request in
+   * progress), or refuses it past the limit. The message avoids what lftp's ftp:retry-530 rule
+   * retries ("too many", "try again later", "already connected"): lftp would log in again for ever.
+   */
   openSession(user: string): Lease | Refusal {
     const max = this.values.maxSessionsPerUser;
     if (max > 0 && this.sessions.get(user) >= max)
       return {
         refused: 'max_sessions_per_user',
-        message: `Too many sessions for this user (at most ${max}); close one and try again`,
+        message: `This user has ${max} sessions open, the most allowed; close one and log in again`,
       };
     return this.sessions.take(user);
   }

@@ -9,8 +9,8 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import https from 'node:https';
 import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import type { Core } from '../../src/core/index.ts';
-import { connectionLimits, type Refusal } from './limits.ts';
+import { GatewayError, type Core, type Principal } from '../../src/core/index.ts';
+import { connectionLimits, isRefusal, userKey, type Refusal } from './limits.ts';
 
 /** Listenable is what `listen` needs of a server: node:net's, node:https's and ssh2's all fit. */
 export interface Listenable {
@@ -156,4 +156,40 @@ export function closeHttps(
     });
     server.closeIdleConnections();
   });
+}
+
+/** counted are the responses whose request already holds a session, so that one request counts once. */
+const counted = new WeakSet<ServerResponse>();
+
+/**
+ * holdSession counts an authenticated REST or WebDAV request as one session of its user, in the
+ * count FTP and SFTP logins take (`limits.max_sessions_per_user`), from its authentication until
+ * its response ends or its connection closes. HTTP has no login that lasts: a request in progress
+ * (a listing, a transfer) is what a user holds open, while a keep-alive connection between requests
+ * holds nothing (Finder and rclone keep several idle ones). Past the limit it throws
+ * `rate-limited/too-many-concurrent-requests` (503 with Retry-After on both front ends), logged with
+ * the other refusals, once per address per minute. A site-wide API key belongs to no user and is not
+ * counted; the connection limits still bound it.
+ */
+export function holdSession(
+  core: Core,
+  iface: 'restapi' | 'dav',
+  principal: Principal,
+  res: ServerResponse,
+  ip: string,
+): void {
+  if (!principal.user || counted.has(res)) return;
+  const limits = connectionLimits(core);
+  const lease = limits.openSession(userKey(principal));
+  if (isRefusal(lease)) {
+    limits.refused(iface, ip, lease, { user: principal.user.username });
+    throw new GatewayError(
+      'rate-limited/too-many-concurrent-requests',
+      `This user has ${limits.values.maxSessionsPerUser} sessions open (each request in progress is one), the most allowed; retry when one ends`,
+    );
+  }
+  counted.add(res);
+  // 'close' follows the end of the response, or a connection cut before it.
+  if (res.closed) lease.release();
+  else res.once('close', () => lease.release());
 }

@@ -10,7 +10,12 @@ import { GatewayError } from '../../src/core/index.ts';
  */
 export const RETRY_AFTER_SECONDS = 5;
 
-/** retryAfter is the Retry-After value for a core error, or null when retrying soon is no help. */
+/**
+ * retryAfter is the Retry-After value for a core error, or null when retrying soon is no help: an
+ * outage, and a user over the session limit (a session frees when one of their transfers ends).
+ */
 export function retryAfter(err: GatewayError): string | null {
-  return err.family === 'service-unavailable' ? String(RETRY_AFTER_SECONDS) : null;
+  return err.family === 'service-unavailable' || err.type === 'rate-limited/too-many-concurrent-requests'
+    ? String(RETRY_AFTER_SECONDS)
+    : null;
 }

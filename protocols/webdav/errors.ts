@@ -41,6 +41,9 @@ export const typeStatus: Partial<Record<ErrorType, number>> = {
   'processing-failure/invalid-filename': 400,
   // RFC 4918 §11.5: the server cannot store the representation.
   'processing-failure/insufficient-storage': 507,
+  // A user over the per-user session limit (protocols/shared/listener.ts): the listener kit's
+  // refusal answer, 503 with Retry-After, which HTTP clients (curl --retry, rclone) wait and retry on.
+  'rate-limited/too-many-concurrent-requests': 503,
 };
 
 /** statusOf gives the WebDAV status of a core error. */

@@ -14,7 +14,7 @@ import type https from 'node:https';
 import Koa from 'koa';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { LogThrottle } from '../../src/log.ts';
-import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
+import { closeHttps, createHttpsServer, holdSession, listen } from '../shared/listener.ts';
 import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
 import { retryAfter } from '../shared/retry.ts';
 import { authenticate, basicCredentials } from './auth.ts';
@@ -68,8 +68,9 @@ export function buildApp(core: Core): Koa<DavState> {
   const failed = (ctx: DavContext, status: number | null, err: Error): void => {
     if (status === 404 || (status === 401 && !ctx.get('Authorization'))) return;
     if (err instanceof GatewayError) {
-      // A full storage is logged once per upload by the core already.
+      // A full storage is logged once per upload by the core already, a refused session by the limits.
       if (err.type === 'processing-failure/insufficient-storage') return;
+      if (err.type === 'rate-limited/too-many-concurrent-requests') return;
       // An outage fails every request alike: a few lines per cause, not one per request.
       if (err.family === 'service-unavailable' && !outages.take(err.type)) return;
     }
@@ -138,6 +139,7 @@ export function buildApp(core: Core): Koa<DavState> {
     if (!method) throw new GatewayError('bad-request/method-not-allowed', `${ctx.method} is not supported`);
     const principal = await authenticate(core, ctx as DavContext);
     ctx.state.principal = principal;
+    holdSession(core, 'dav', principal, ctx.res, ctx.request.ip);
     ctx.state.session = core.files.session(principal);
     // ctx.path is the raw, still percent-encoded path: each segment is decoded once, here.
     // A fragment is never part of a request URL; taking the path before it would act on another resource.

@@ -13,6 +13,7 @@
  *   "MethodNotAllowed" by s3rver; they go through s3rver's own signature check.
  * - `Range: bytes=0-0` (and CopySourceRange bytes=0-0): s3rver reads `end || Infinity` and sends the
  *   whole object; S3 sends the first byte.
+ * - A full disk (ENOSPC): s3rver answers 500 InternalError; MinIO answers 507 XMinioStorageFull.
  */
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -51,9 +52,12 @@ function uploadsDir(directory: string, bucket: string): string {
   return path.join(directory, bucket, '._S3rver_uploads');
 }
 
-/** startS3 starts a fresh server; stop() ends it and removes its directory. */
-export async function startS3(): Promise<S3TestServer> {
-  const directory = await mkdtemp(path.join(os.tmpdir(), 'svc-s3-'));
+/**
+ * startS3 starts a fresh server; stop() ends it and removes its directory. `parent` is where that
+ * directory is made (the system's temp dir by default; a small tmpfs for the full-disk faults).
+ */
+export async function startS3(parent = os.tmpdir()): Promise<S3TestServer> {
+  const directory = await mkdtemp(path.join(parent, 'svc-s3-'));
   const settings: ChildSettings = {
     directory,
     bucket: `svc-test-${randomBytes(4).toString('hex')}`,
@@ -228,8 +232,25 @@ async function serve(settings: ChildSettings): Promise<void> {
       };
     });
   };
+  // A full disk: s3rver answers any failure 500 InternalError ("Please try again"). An S3-compatible
+  // store answers what it is: MinIO 507 XMinioStorageFull, which the gateway knows (errors.ts).
+  const storageFull: Middleware = async (_ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (code !== 'ENOSPC' && code !== 'EDQUOT') throw err;
+      const full = new S3Error(
+        'XMinioStorageFull',
+        'Storage backend has reached its minimum free drive threshold. Please delete a few objects to proceed.',
+      ) as Error & { status: number; expose: boolean };
+      full.status = 507;
+      full.expose = true;
+      throw full;
+    }
+  };
   // s3rver's last middleware is its router; the XML encoder and the mount/vhost handling come before.
-  server.middleware.splice(server.middleware.length - 1, 0, multipart);
+  server.middleware.splice(server.middleware.length - 1, 0, storageFull, multipart);
 
   const address = await server.run();
   process.on('SIGTERM', () => {

@@ -1,6 +1,7 @@
 /**
  * Issue 12's small fixes, each seen from the wire with a real client: a locked-out user and an
- * unknown name answer alike and take as long (no username oracle), lftp stops on a locked-out 530,
+ * unknown name answer alike and take as long (no username oracle), lftp stops on a locked-out 530
+ * and on the per-address failed-login limit's 530,
  * WebDAV refuses a Destination on another host with 502, REST bodies that are not UTF-8 are 400
  * `invalid-input-encoding`, and 1,000 small FTPS downloads run on one login on TLS 1.3 and 1.2.
  */
@@ -91,6 +92,41 @@ describe(`issue 12 small fixes (${dbKind})`, function () {
       expect(r.stderr).to.match(/locked out/);
       const after = await actions(gw.core, { action: 'failedlogin', username: 'lockftp' });
       expect(after.slice(before).map((a) => a.failure_type)).to.deep.equal(['locked_out']);
+    });
+  });
+
+  describe('the per-address limit on failed logins', () => {
+    let limited: TestGateway;
+    before(async () => {
+      limited = await startFtpGateway({ lockout: { ip_max_failures: 3 } });
+      await createFtpUser(limited.core, 'ipuser');
+    });
+    after(() => limited?.stop());
+
+    it('answers FTP with a 530 that lftp does not retry (the old 421 it retried net:max-retries times)', async () => {
+      // From 127.0.0.6, so no other test's address is refused.
+      const bind = 'set net:socket-bind-ipv4 127.0.0.6';
+      for (let i = 0; i < 3; i++)
+        await lftp(limited, 'explicit', `guess-${i}`, 'ls', {
+          password: 'wrong',
+          extra: bind,
+          timeoutMs: 20_000,
+        });
+      const started = Date.now();
+      const r = await lftp(limited, 'explicit', 'ipuser', 'ls', {
+        extra: `${bind}; set net:max-retries 5; set net:reconnect-interval-base 1; set net:reconnect-interval-multiplier 1; debug 9`,
+        timeoutMs: 60_000,
+      });
+      expect(r.code).to.not.equal(0);
+      expect(r.stderr).to.include(
+        'Login failed: 530 Logins from this address are refused for up to 15 minutes after repeated failed logins',
+      );
+      expect(r.stderr.match(/---> PASS/g) ?? [], r.stderr.slice(-2000)).to.have.length(1);
+      expect(r.stderr).to.not.match(/matched ftp:retry-530/);
+      expect(Date.now() - started).to.be.below(10_000);
+      // Another address still logs in.
+      const other = await lftp(limited, 'explicit', 'ipuser', 'ls', { timeoutMs: 20_000 });
+      expect(other.code, other.stderr).to.equal(0);
     });
   });
 
@@ -251,7 +287,9 @@ describe(`issue 12 small fixes (${dbKind})`, function () {
     });
   });
 
-  describe('1,000 small FTPS downloads with lftp', () => {
+  // One database: the race is in the FTP data layer, not in the database, and each pass of 1,000
+  // FTPS downloads takes over a minute on TLS 1.3; SQLite's run covers it.
+  (dbKind === 'sqlite' ? describe : describe.skip)('1,000 small FTPS downloads with lftp', () => {
     before(async () => {
       await gw.core.namespace.mkdir(operatorPrincipal(), 'home/carol/many');
       for (let i = 0; i < 1000; i++)
@@ -266,20 +304,35 @@ describe(`issue 12 small fixes (${dbKind})`, function () {
       ['TLS 1.3', 'NORMAL:-VERS-ALL:+VERS-TLS1.3'],
       ['TLS 1.2', 'NORMAL:-VERS-ALL:+VERS-TLS1.2'],
     ] as const) {
-      it(`${version}: every file on one login, no data connection refused`, async () => {
+      it(`${version}: every file on one login, no data connection refused, pipelined commands`, async () => {
         const logins = async () => (await actions(gw.core, { action: 'login', username: 'carol' })).length;
         const before = await logins();
         const dir = mkdtempSync(path.join(os.tmpdir(), 'edges-ftps-'));
         try {
+          const started = Date.now();
+          // ftp:sync-mode off: lftp sends the next EPSV and RETR without waiting for the last data
+          // connection's close, as queueing clients do. That is when the race showed: the late close
+          // of the last TLS data connection closed the listener the next EPSV had just opened. On
+          // the old code (no settled guard in protocols/ftp/data.ts) 100 files gave 33 × 425, 12
+          // refused data connections and 14 logins in 87 s (6 s with the guard). A refused data
+          // connection makes lftp retry after 2 s or log in again: allowed here, and counted.
           const r = await lftp(gw, 'explicit', 'carol', `lcd ${dir}; mget many/*`, {
-            // A refused data connection makes lftp reconnect and log in again: allow it, and count.
-            extra: `set ssl:priority "${priority}"; set net:max-retries 20; set net:reconnect-interval-base 1`,
-            timeoutMs: 540_000,
+            extra: `set ssl:priority "${priority}"; set ftp:sync-mode off; set net:max-retries 20; set net:reconnect-interval-base 1; debug 9`,
+            timeoutMs: 240_000,
           });
-          expect(r.code, r.stderr.slice(-2000)).to.equal(0);
+          const seconds = (Date.now() - started) / 1000;
+          const count = (re: RegExp) => (r.stderr.match(re) ?? []).length;
+          const tally = `${seconds} s, 425: ${count(/^<--- 425/gm)}, refused: ${count(/refused/gi)}, PASS: ${count(/^---> PASS/gm)}`;
+          expect(r.code, `${tally}\n${r.stderr.slice(-1500)}`).to.equal(0);
+          expect(count(/^<--- 4\d\d/gm), tally).to.equal(0);
+          expect(count(/Connection refused/g), tally).to.equal(0);
+          expect(count(/^---> PASS/gm), tally).to.equal(1);
           expect(readdirSync(dir)).to.have.length(1000);
           expect(readFileSync(path.join(dir, 'f0999'), 'utf8')).to.equal('file 999\n'.repeat(400));
           expect(await logins(), 'logins for 1,000 downloads').to.equal(before + 1);
+          // About 15 files/s on TLS 1.3 and 100 on TLS 1.2 here; the old code took a second or two
+          // per refused transfer.
+          expect(seconds, tally).to.be.below(180);
         } finally {
           rmSync(dir, { recursive: true, force: true });
         }

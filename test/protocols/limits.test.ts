@@ -6,7 +6,7 @@
  * session limit; the per-user bound on FTP passive listeners; the HTTP body-progress timeout.
  * Connections, not data: the process runs on SQLite; the in-process gateways on the run's database.
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
@@ -16,7 +16,8 @@ import { expect } from 'chai';
 import ssh2 from 'ssh2';
 import { dbKind, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
-import { createFtpUser, PASSWORD, RawControl, run } from './ftp/clients.ts';
+import { captureLogs } from '../helpers/logs.ts';
+import { createFtpUser, PASSWORD, RawControl, run, writeSiteFile } from './ftp/clients.ts';
 import { sftpBatch } from './sftp/clients.ts';
 
 const ADMIN_PASSWORD = 'admin-password-limits';
@@ -277,23 +278,38 @@ describe(`connection limits (${dbKind})`, function () {
       expect(silent.received).to.match(/^SSH-2\.0-svc-gateway/);
     });
 
-    it('refuses a session over max_sessions_per_user on FTP (421) and SFTP (a disconnect naming it), across both', async () => {
+    it('refuses a session over max_sessions_per_user on FTP (530 and closed: lftp stops at once) and SFTP (a disconnect naming it), across both', async () => {
       const first = await RawControl.connect(gw.ports.ftp!);
       const second = await RawControl.connect(gw.ports.ftp!);
       expect(await first.login('limited')).to.match(/^230/);
       expect(await second.login('limited')).to.match(/^230/);
       const third = await RawControl.connect(gw.ports.ftp!);
-      expect(await third.login('limited')).to.match(/^421 Too many sessions for this user \(at most 2\)/);
+      expect(await third.login('limited')).to.equal(
+        '530 This user has 2 sessions open, the most allowed; close one and log in again',
+      );
       await until('the refused FTP session closed', () => third.closed);
-      const lftp = await run('lftp', [
-        '-c',
-        `set net:max-retries 1; set ftp:ssl-allow no; open -u limited,${PASSWORD} ftp://127.0.0.1:${gw.ports.ftp}; ls`,
-      ]);
+      // lftp gives up at once: a 421 here (the old reply) it retried net:max-retries times, and
+      // a 530 whose text matches its ftp:retry-530 rule too ("too many", "already connected").
+      const started = Date.now();
+      const lftp = await run(
+        'lftp',
+        [
+          '-d',
+          '-c',
+          'set net:max-retries 5; set net:reconnect-interval-base 1; set net:reconnect-interval-multiplier 1; ' +
+            `set ftp:ssl-allow no; open -u limited,${PASSWORD} ftp://127.0.0.1:${gw.ports.ftp}; ls`,
+        ],
+        30_000,
+      );
       expect(lftp.code).to.not.equal(0);
-      expect(lftp.stderr).to.include('Too many sessions');
+      expect(lftp.stderr).to.include('Login failed: 530 This user has 2 sessions open');
+      expect(lftp.stderr.match(/---> PASS/g) ?? []).to.have.length(1);
+      expect(Date.now() - started).to.be.below(10_000);
       const refused = await sftpBatch(gw.ports.sftp!, 'limited', { password: PASSWORD }, ['pwd']);
       expect(refused.code).to.not.equal(0);
-      expect(refused.stderr).to.match(/Received disconnect from 127\.0\.0\.1 port \d+:12: Too many sessions/);
+      expect(refused.stderr).to.match(
+        /Received disconnect from 127\.0\.0\.1 port \d+:12: This user has 2 sessions open/,
+      );
       // Another user is not counted with this one.
       const other = await sftpBatch(gw.ports.sftp!, 'other', { password: PASSWORD }, ['pwd']);
       expect(other.code, other.stderr).to.equal(0);
@@ -344,6 +360,183 @@ describe(`connection limits (${dbKind})`, function () {
     });
   });
 
+  describe('the per-user session limit on REST and WebDAV', () => {
+    let gw: TestGateway;
+    let tmp: string;
+    /**
+     * 1 MiB sent at 256 KiB/s: an upload that holds its session about 4 s (a download would not: the
+     * kernel's socket buffers on loopback take a whole MiB, and the server's response ends then).
+     */
+    const SLOW = ['--limit-rate', '256k'];
+
+    before(async () => {
+      gw = await startTestGateway({
+        ports: { webdav: 0 },
+        limits: { max_connections: 1000, max_connections_per_address: 500, max_sessions_per_user: 2 },
+      });
+      await createFtpUser(gw.core, 'busy');
+      await createFtpUser(gw.core, 'calm');
+      await writeSiteFile(gw.core, 'home/busy/small.txt', 'small');
+      tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-http-sessions-'));
+      writeFileSync(path.join(tmp, 'big.bin'), Buffer.alloc(1024 * 1024, 7));
+    });
+    after(async () => {
+      await gw?.stop();
+      if (tmp) rmSync(tmp, { recursive: true, force: true });
+    });
+
+    /** curl runs curl against the gateway's self-signed certificate from `address`. */
+    const curl = (address: string, args: string[], timeoutMs = 60_000) =>
+      run('curl', ['-sS', '-k', '--interface', address, '--max-time', '50', ...args], timeoutMs);
+    const dav = (p: string) => `https://127.0.0.1:${gw.ports.webdav}${p}`;
+    const rest = (p: string) => `https://127.0.0.1:${gw.port}/api/rest/v1${p}`;
+
+    it('counts WebDAV and REST requests in progress as sessions: curl --parallel gets 2 uploads and 4 × 503 with Retry-After, REST a SPEC error; logged once', async () => {
+      const logs = captureLogs(gw.core);
+      try {
+        const login = await curl('127.0.0.5', [
+          '-H',
+          'Content-Type: application/json',
+          '-d',
+          JSON.stringify({ username: 'busy', password: PASSWORD }),
+          rest('/sessions'),
+        ]);
+        const sessionId = (JSON.parse(login.stdout) as { id: string }).id;
+        expect(sessionId, login.stdout + login.stderr).to.be.a('string');
+
+        // Six uploads at once on six connections: two hold the user's two sessions for ~4 s.
+        const parallel = curl('127.0.0.5', [
+          '--parallel',
+          '--parallel-immediate',
+          '--parallel-max',
+          '6',
+          ...SLOW,
+          '-u',
+          `busy:${PASSWORD}`,
+          '-w',
+          '%{http_code} %{size_upload} %header{retry-after}\n',
+          ...Array.from({ length: 6 }, (_, i) => [
+            '-o',
+            '/dev/null',
+            '-T',
+            path.join(tmp, 'big.bin'),
+            dav(`/up${i}.bin`),
+          ]).flat(),
+        ]);
+        // Under way: the refusals came at once; the two admitted uploads go on for ~4 s.
+        await new Promise((r) => setTimeout(r, 1_000));
+        // REST, meanwhile: the same user's requests are over the limit too, in SPEC's error shape.
+        const refused = await curl('127.0.0.5', [
+          '-D',
+          '-',
+          '-H',
+          `X-SvcAPI-Auth: ${sessionId}`,
+          rest('/folders/home/busy'),
+        ]);
+        expect(refused.stdout).to.match(/^HTTP\/1\.1 503/);
+        expect(refused.stdout).to.match(/^retry-after: 5\r$/im);
+        const body = JSON.parse(refused.stdout.slice(refused.stdout.indexOf('\r\n\r\n') + 4)) as Record<
+          string,
+          unknown
+        >;
+        expect(body).to.include({ type: 'rate-limited/too-many-concurrent-requests', 'http-code': 503 });
+        expect(String(body.error)).to.match(
+          /^This user has 2 sessions open \(each request in progress is one\)/,
+        );
+        // Another user, and a site-wide key, are not counted with this one.
+        const calm = await curl('127.0.0.5', [
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{http_code}',
+          '-u',
+          `calm:${PASSWORD}`,
+          '-X',
+          'PROPFIND',
+          '-H',
+          'Depth: 0',
+          dav('/'),
+        ]);
+        expect(calm.stdout).to.equal('207');
+        const site = await curl('127.0.0.5', [
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{http_code}',
+          '-H',
+          `X-SvcAPI-Key: ${gw.siteKey}`,
+          rest('/folders/home/busy'),
+        ]);
+        expect(site.stdout).to.equal('200');
+
+        const done = await parallel;
+        expect(done.code, done.stderr).to.equal(0);
+        const answers = done.stdout.trim().split('\n');
+        expect(answers.filter((a) => /^201 1048576 ?$/.test(a))).to.have.length(2);
+        expect(answers.filter((a) => /^503 \d+ 5$/.test(a))).to.have.length(4);
+        // The refused uploads left nothing; the admitted ones are whole.
+        const listing = await curl('127.0.0.5', [
+          '-H',
+          `X-SvcAPI-Key: ${gw.siteKey}`,
+          rest('/folders/home/busy'),
+        ]);
+        const uploaded = (JSON.parse(listing.stdout) as { path: string; size: number }[]).filter((e) =>
+          e.path.startsWith('home/busy/up'),
+        );
+        expect(uploaded.map((e) => e.size)).to.deep.equal([1048576, 1048576]);
+        // A place freed is a place again.
+        const again = await curl('127.0.0.5', [
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{http_code}',
+          '-H',
+          `X-SvcAPI-Auth: ${sessionId}`,
+          rest('/folders/home/busy'),
+        ]);
+        expect(again.stdout).to.equal('200');
+        // Five refusals from one address within a minute: one line.
+        const lines = logs.lines.filter((l) => l.message === 'connection refused' && l.ip === '127.0.0.5');
+        expect(lines).to.have.length(1);
+        expect(lines[0]).to.include({ limit: 'max_sessions_per_user', user: 'busy' });
+        expect(logs.lines.filter((l) => l.message === 'request failed' || l.level === 'error')).to.deep.equal(
+          [],
+        );
+      } finally {
+        logs.stop();
+      }
+    });
+
+    it('rclone copies 8 files with 8 transfers through a limit of 2: it waits on the 503s and every file arrives whole', async () => {
+      const src = path.join(tmp, 'rclone-src');
+      mkdirSync(src);
+      for (let i = 0; i < 8; i++) writeFileSync(path.join(src, `f${i}.bin`), Buffer.alloc(256 * 1024, i));
+      const pass = (await run('rclone', ['obscure', PASSWORD])).stdout.trim();
+      const flags = [
+        '--webdav-url',
+        dav('/'),
+        '--webdav-user',
+        'busy',
+        '--webdav-pass',
+        pass,
+        '--no-check-certificate',
+        '--config',
+        '/dev/null',
+        '--transfers',
+        '8',
+        '--bwlimit',
+        '1M',
+        '-vv',
+      ];
+      const copy = await run('rclone', ['copy', src, ':webdav:in', ...flags], 120_000);
+      expect(copy.code, copy.stderr.slice(-3000)).to.equal(0);
+      // The limit was met (rclone logged the 503s it waited on), and nothing was lost to it.
+      expect(copy.stderr).to.match(/503/);
+      const check = await run('rclone', ['check', src, ':webdav:in', ...flags.slice(0, 9)], 60_000);
+      expect(check.code, check.stderr.slice(-3000)).to.equal(0);
+    });
+  });
+
   describe('the total connection limit', () => {
     let gw: TestGateway;
     before(async () => {
@@ -364,6 +557,48 @@ describe(`connection limits (${dbKind})`, function () {
         return r.status === 200;
       });
       for (const h of held) h.socket.destroy();
+    });
+  });
+
+  describe('the per-address limit over FTP, as lftp meets it', () => {
+    let gw: TestGateway;
+    before(async () => {
+      gw = await startTestGateway({
+        ports: { ftp: 0, ftps: 'off', ftp_pasv: '34500-34519' },
+        limits: { max_connections: 1000, max_connections_per_address: 2 },
+      });
+      await createFtpUser(gw.core, 'crowded');
+    });
+    after(async () => {
+      await gw?.stop();
+    });
+
+    it('greets one connection too many with 421; lftp reconnects net:max-retries times, as against any busy server, and stops', async () => {
+      // The greeting 421 is what FTP servers send when busy (vsftpd's max_per_ip too). lftp takes
+      // any greeting but 2xx for a busy server whatever its text, and reconnects with its growing
+      // delay (15 s up to 5 min) net:max-retries times (1,000 by default): bounded, not a flood.
+      const held = await hold(gw.ports.ftp!, '127.0.0.9', 2);
+      try {
+        const started = Date.now();
+        const r = await run(
+          'lftp',
+          [
+            '-d',
+            '-c',
+            'set net:socket-bind-ipv4 127.0.0.9; set net:max-retries 3; set net:reconnect-interval-base 1; ' +
+              `set net:reconnect-interval-multiplier 1; set ftp:ssl-allow no; open -u crowded,${PASSWORD} ftp://127.0.0.1:${gw.ports.ftp}; ls`,
+          ],
+          30_000,
+        );
+        expect(r.code).to.not.equal(0);
+        const greetings =
+          r.stderr.match(/^<--- 421 Too many connections from your address; try again later/gm) ?? [];
+        expect(greetings.length, r.stderr.slice(-1500)).to.equal(3);
+        expect(r.stderr).to.not.match(/---> PASS/);
+        expect(Date.now() - started).to.be.below(20_000);
+      } finally {
+        for (const h of held) h.socket.destroy();
+      }
     });
   });
 

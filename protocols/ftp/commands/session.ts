@@ -37,6 +37,11 @@ export const sessionCommands: Record<string, Command> = {
       } catch (err) {
         if (!(err instanceof GatewayError)) throw err;
         const reply = replyFor(err);
+        // A limit (failed logins from this address, this user's sessions) is a 530 that closes the
+        // connection, not the family's 421: lftp reconnects after a 421 at login up to
+        // net:max-retries (1,000) times, and after a 530 only when its text matches ftp:retry-530,
+        // which these texts avoid. A login gate that cannot answer stays 421: that one passes.
+        if (err.family === 'rate-limited') return c.send({ code: 530, text: reply.text, close: true });
         // Never tell which check failed beyond what the core's message says.
         return c.send({ ...reply, code: reply.code === 421 ? 421 : 530 });
       }

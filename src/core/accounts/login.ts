@@ -257,9 +257,10 @@ export class LoginGate {
     }));
     // Checked before bcrypt so a password-guessing client cannot make the server burn CPU.
     if (ipFailures >= lockout.ip_max_failures) {
+      // Like LOCKED_OUT_MESSAGE, the text avoids what lftp's ftp:retry-530 retries for ever.
       throw new GatewayError(
         'rate-limited/too-many-login-attempts',
-        'Too many failed logins from this address; try again later',
+        `Logins from this address are refused for up to ${lockout.ip_window_minutes} minutes after repeated failed logins`,
       );
     }
     // An unknown name is locked out exactly as a user would be after the same failures, so neither

@@ -455,7 +455,9 @@ export class Uploads {
       });
     } catch (err) {
       await handle.abort();
-      throw err;
+      // A store with no room to assemble the file (S3's CompleteMultipartUpload): one line, as for
+      // any upload; the upload stays, so the same end succeeds once there is room.
+      throw handle.noteFull(err);
     }
   }
 

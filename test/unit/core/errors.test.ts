@@ -65,11 +65,13 @@ describe('error catalogue', () => {
           'bad-request/unsupported-http-response-format',
           'processing-failure/invalid-range',
           'processing-failure/insufficient-storage',
+          'rate-limited/too-many-concurrent-requests',
         ].includes(type) &&
         !type.endsWith('-locked')
       ) {
         expect(status, type).to.equal(expected[err.family]);
       }
+      if (type === 'rate-limited/too-many-concurrent-requests') expect(status, type).to.equal(503);
       const body = errorObject(err, 'id-1');
       expect(body).to.include({ 'http-code': status, instance: 'id-1', type });
       expect(body.title).to.be.a('string').and.not.equal('');
@@ -141,6 +143,8 @@ describe('error catalogue', () => {
       'processing-failure/filename-too-long': 400,
       'processing-failure/invalid-filename': 400,
       'processing-failure/insufficient-storage': 507,
+      // the per-user session limit: the listener kit's refusal, 503 with Retry-After
+      'rate-limited/too-many-concurrent-requests': 503,
     };
     for (const type of errorTypes) {
       const err = new GatewayError(type);

@@ -58,6 +58,7 @@ export interface S3BlobStoreOptions {
 /** S3BlobStore stores blobs as objects in one S3 bucket and takes upload parts straight from clients. */
 export class S3BlobStore implements MultipartBlobStore {
   readonly kind = 's3' as const;
+
   /** client is the SDK client; exposed so tests and instrumentation can add middleware. */
   readonly client: S3Client;
   private readonly bucket: string;
@@ -77,6 +78,19 @@ export class S3BlobStore implements MultipartBlobStore {
     if (options.endpoint) config.endpoint = options.endpoint;
     if (options.credentials) config.credentials = options.credentials;
     this.client = new S3Client(config);
+  }
+
+  /**
+   * write sends a command that stores bytes (a part, a part copied, the completion that assembles
+   * them), turning an answer that the store is full (507, MinIO's XMinioStorageFull) into the core's
+   * insufficient-storage, as `put` does.
+   */
+  private async write<T>(sending: Promise<T>): Promise<T> {
+    try {
+      return await sending;
+    } catch (err) {
+      throw classifyStorageError(err);
+    }
   }
 
   private key(id: BlobId): string {
@@ -177,12 +191,14 @@ export class S3BlobStore implements MultipartBlobStore {
   }
 
   async createUpload(id: BlobId): Promise<string> {
-    const out = await this.client.send(
-      new CreateMultipartUploadCommand({
-        Bucket: this.bucket,
-        Key: this.key(id),
-        ContentType: 'application/octet-stream',
-      }),
+    const out = await this.write(
+      this.client.send(
+        new CreateMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key: this.key(id),
+          ContentType: 'application/octet-stream',
+        }),
+      ),
     );
     if (!out.UploadId) throw new Error(`S3 CreateMultipartUpload of ${id} returned no UploadId`);
     return out.UploadId;
@@ -236,15 +252,17 @@ export class S3BlobStore implements MultipartBlobStore {
   ): Promise<void> {
     checkPartNumber(partNumber);
     try {
-      await this.client.send(
-        new UploadPartCopyCommand({
-          Bucket: this.bucket,
-          Key: this.key(id),
-          UploadId: uploadId,
-          PartNumber: partNumber,
-          CopySource: `${encodeURIComponent(this.bucket)}/${this.key(source)}`,
-          CopySourceRange: rangeHeader(range),
-        }),
+      await this.write(
+        this.client.send(
+          new UploadPartCopyCommand({
+            Bucket: this.bucket,
+            Key: this.key(id),
+            UploadId: uploadId,
+            PartNumber: partNumber,
+            CopySource: `${encodeURIComponent(this.bucket)}/${this.key(source)}`,
+            CopySourceRange: rangeHeader(range),
+          }),
+        ),
       );
     } catch (err) {
       if (errorName(err) === 'NoSuchKey') throw new BlobNotFound(source);
@@ -260,16 +278,18 @@ export class S3BlobStore implements MultipartBlobStore {
     opts: { size: number; signal?: AbortSignal },
   ): Promise<UploadedPart> {
     checkPartNumber(partNumber);
-    const out = await this.client.send(
-      new UploadPartCommand({
-        Bucket: this.bucket,
-        Key: this.key(id),
-        UploadId: uploadId,
-        PartNumber: partNumber,
-        Body: body,
-        ContentLength: opts.size,
-      }),
-      opts.signal ? { abortSignal: opts.signal } : {},
+    const out = await this.write(
+      this.client.send(
+        new UploadPartCommand({
+          Bucket: this.bucket,
+          Key: this.key(id),
+          UploadId: uploadId,
+          PartNumber: partNumber,
+          Body: body,
+          ContentLength: opts.size,
+        }),
+        opts.signal ? { abortSignal: opts.signal } : {},
+      ),
     );
     if (!out.ETag) throw new Error(`S3 UploadPart ${partNumber} of ${id} returned no ETag`);
     return { partNumber, size: opts.size, etag: out.ETag };
@@ -277,13 +297,15 @@ export class S3BlobStore implements MultipartBlobStore {
 
   async complete(id: BlobId, uploadId: string, parts: UploadedPart[]): Promise<{ size: number }> {
     const ordered = [...parts].sort((a, b) => a.partNumber - b.partNumber);
-    await this.client.send(
-      new CompleteMultipartUploadCommand({
-        Bucket: this.bucket,
-        Key: this.key(id),
-        UploadId: uploadId,
-        MultipartUpload: { Parts: ordered.map((p) => ({ PartNumber: p.partNumber, ETag: p.etag })) },
-      }),
+    await this.write(
+      this.client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key: this.key(id),
+          UploadId: uploadId,
+          MultipartUpload: { Parts: ordered.map((p) => ({ PartNumber: p.partNumber, ETag: p.etag })) },
+        }),
+      ),
     );
     const size = await this.size(id);
     if (size === null) throw new Error(`blob ${id} is missing after CompleteMultipartUpload`);
