@@ -33,6 +33,13 @@ const USER_PASSWORD = 'soak-user-password-1';
 export const DESCRIPTOR_SLACK = 8;
 /** RSS_LIMIT_MIB is how far RSS after the quiet spell may be above the first loaded minute. */
 export const RSS_LIMIT_MIB = 60;
+/**
+ * DISK_LIMIT is how many times the live files' bytes the blobs may take after the quiet spell
+ * (issue 19: "disk used within 1.5x of live data plus what is being read"; nothing is read then),
+ * plus DISK_SLACK_MIB for a small run's few blobs a signed URL still holds until it expires.
+ */
+export const DISK_LIMIT = 1.5;
+export const DISK_SLACK_MIB = 16;
 /** OPERATIONS_PER_LOGIN is how many work cycles a client does before it logs out and in again. */
 const CYCLES_PER_LOGIN = 6;
 /** FILES_KEPT is how many files each client keeps in its folder; beyond it, it deletes. */
@@ -522,6 +529,10 @@ async function load(o: SoakOptions, gateway: ServedProcess, dataDir: string): Pr
   if (idleRssMiB > firstMinuteRssMiB + RSS_LIMIT_MIB)
     failures.push(
       `RSS ${idleRssMiB.toFixed(0)} MiB after idle, ${firstMinuteRssMiB.toFixed(0)} MiB in the first minute`,
+    );
+  if (disk > DISK_LIMIT * liveBytes + DISK_SLACK_MIB * MiB)
+    failures.push(
+      `${(disk / MiB).toFixed(1)} MiB of blobs for ${(liveBytes / MiB).toFixed(1)} MiB of live files after idle`,
     );
   return {
     rows,
