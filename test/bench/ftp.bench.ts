@@ -241,6 +241,12 @@ function populate(file: string, count: number): void {
   }
 }
 
+/** perConnection is the growth from `before` to `during` (MiB) per idle connection, in KiB, signed. */
+const perConnection = (before: number, during: number) => {
+  const k = ((during - before) * 1024) / IDLE_CONNECTIONS;
+  return `${k >= 0 ? '+' : ''}${f0(k)}`;
+};
+
 /** settle waits a little, so the RSS read after a burst of logins is the idle figure. */
 const settle = () => new Promise((r) => setTimeout(r, 3000));
 
@@ -437,16 +443,19 @@ try {
     );
     rows.push({
       metric:
-        `RSS with ${IDLE_CONNECTIONS} idle logged-in FTP control connections (from ${IDLE_SOURCES} loopback ` +
-        `addresses), MiB (gateway: one process, before ${f0(before)}, +${f0(((during - before) * 1024) / IDLE_CONNECTIONS)} KiB ` +
-        `per connection; vsftpd: sum over its ${vDuring.processes} processes, Pss in brackets, ` +
-        `+${f0(((vDuring.pss - vBefore.pss) * 1024) / IDLE_CONNECTIONS)} KiB Pss per connection)`,
+        `VmRSS with ${IDLE_CONNECTIONS} idle logged-in FTP control connections (from ${IDLE_SOURCES} loopback ` +
+        `addresses), MiB (gateway: one process, ${f0(before)} before the logins, ${perConnection(before, during)} KiB ` +
+        `per connection, within the heap's own swings; vsftpd: the sum over its ${vDuring.processes} processes, ` +
+        `its Pss sum in brackets, ${perConnection(vBefore.pss, vDuring.pss)} KiB Pss per connection; ` +
+        `ratio: gateway VmRSS / vsftpd Pss)`,
       value: f0(during),
       peer: `vsftpd: ${f0(vDuring.rss)} (Pss ${f0(vDuring.pss)})`,
       ratio: f2(during / vDuring.pss),
     });
     rows.push({
-      metric: `${IDLE_CONNECTIONS} FTP logins (USER, PASS), 20 at a time, s`,
+      metric:
+        `${IDLE_CONNECTIONS} FTP logins (USER, PASS), 20 at a time, s (the gateway checks each password with ` +
+        `bcrypt, accounts.bcrypt_rounds 10; vsftpd through PAM, the system's yescrypt)`,
       value: f1(loginS),
       peer: `vsftpd: ${f1(vLoginS)}`,
       ratio: f2(loginS / vLoginS),
