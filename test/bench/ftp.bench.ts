@@ -252,6 +252,8 @@ const settle = () => new Promise((r) => setTimeout(r, 3000));
 
 const rows: Row[] = [];
 const started = performance.now();
+/** the 1-minute load average at the start: other work on the machine, said beside the figures */
+const loadAtStart = os.loadavg()[0]!;
 
 try {
   ensurePackage('/usr/sbin/vsftpd', 'vsftpd');
@@ -658,9 +660,9 @@ const text = table(
       `RSS ratio for memory: lower is better). RSS = VmRSS sampled every 100 ms, MiB. ` +
       `Client: lftp ${/Version (\S+)/.exec((await run(['lftp', '--version'])).stdout)?.[1] ?? ''} (GnuTLS), the TLS version ` +
       `held by ssl:priority. The gateway fsyncs every upload before committing it; vsftpd does not.`,
-    `The machine (2 cores) is shared with other work and a 2-hour soak test that ran meanwhile: absolute ` +
-      `figures are lower and noisier than on an idle machine; the ratios, measured side by side in one run, are ` +
-      `what counts.`,
+    `Load average (1 min) at the start ${f1(loadAtStart)}, at the end ${f1(os.loadavg()[0]!)}, on ` +
+      `${os.cpus().length} cores: other work shares the machine, so absolute figures are lower and noisier than ` +
+      `on an idle one; the ratios, measured side by side in one run, are what counts.`,
     `FTPS small files on TLS 1.3 are bounded by the client for both servers: GnuTLS sends the middlebox-` +
       `compatibility ChangeCipherSpec and its Finished as two writes on a data socket without TCP_NODELAY, so ` +
       `the Finished waits for the server's delayed ACK (about 40 ms) on every data connection. With ` +
