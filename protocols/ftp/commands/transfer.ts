@@ -76,7 +76,8 @@ function store(mode: 'STOR' | 'APPE'): Command {
         c.reply(150, `Opening BINARY mode data connection for /${path}`);
         const socket = await c.data.open(c.tls && c.protectData, t.controller.signal);
         // Only a data connection that ended normally (FIN, or TLS close) ends `body`; a reset or a
-        // close before the end destroys it, so the core discards the upload (DESIGN.md "Uploads").
+        // close before the end destroys it: the file is unchanged, and the core keeps what arrived
+        // as the user's pending version, which SIZE then reports and REST+STOR or APPE resume.
         const body = counter(t);
         const received = pipeline(socket, body).catch(() => undefined);
         try {
@@ -85,7 +86,7 @@ function store(mode: 'STOR' | 'APPE'): Command {
           if (c.data.lost)
             throw new ReplyError(
               426,
-              'The data connection broke; the upload was discarded, the file is unchanged',
+              'The data connection broke; the file is unchanged, what arrived is kept for resuming',
             );
           // The core drains the rest of a refused body: let the client finish sending, then tell
           // it (lftp cut off mid-send takes the reset for a network error, reconnects and resumes).

@@ -12,7 +12,7 @@ import { requireCapability, type Capability } from '../access/rights.ts';
 import { recordAction, type ActionName } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
-import { isInside, joinPath, normalizeFilePath, parentOf } from '../paths.ts';
+import { baseName, isInside, joinPath, normalizeFilePath, parentOf } from '../paths.ts';
 import type { Principal } from '../principal.ts';
 import type { BlobStore, ByteRange } from './blobstore.ts';
 import type { Blobs } from './blobs.ts';
@@ -31,6 +31,7 @@ import {
   type Entry,
   type ListOptions,
 } from './namespace.ts';
+import { ownerOf, pendingAt, pendingEntry, pendingIn } from './pending.ts';
 import { copyDav, forgetDav, moveDav } from './properties.ts';
 import { StagedWrite } from './staging.ts';
 import { changeTree } from './tree.ts';
@@ -47,6 +48,8 @@ export interface WriteOptions extends SendOptions {
   offset?: number;
   /** write the body after the whole current content (FTP APPE) */
   append?: boolean;
+  /** `offset` must be the size of the user's pending version, which the body continues (WebDAV Content-Range) */
+  resume?: boolean;
 }
 
 /** Download is an opened file: its entry and a stream of the requested bytes. */
@@ -130,19 +133,44 @@ export class FileSession {
     return recordAction(em, this.principal, { action, path, ...extra });
   }
 
-  /** stat describes a file or folder. */
+  /**
+   * stat describes a file or folder. To a user with a pending version of a file (a cut upload,
+   * pending.ts) it describes that: its size is where a resume starts (FTP SIZE, SFTP stat, …).
+   */
   async stat(path: string): Promise<Entry> {
-    const { site, row } = await this.row(path, 'list');
+    const site = this.site(path);
+    const { row, pending } = await this.ctx.db.read(async (em) => {
+      await requireCapability(em, this.principal, 'list', site, this.show);
+      return { row: await getRow(em, site), pending: await pendingAt(em, ownerOf(this.principal), site) };
+    });
+    if (pending && row?.type !== 'directory') return pendingEntry(pending, this.visible(site));
+    if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
     return toEntry(row, this.visible(site));
   }
 
-  /** list reads one page of a folder's entries. */
+  /**
+   * list reads one page of a folder's entries, as its user sees them: a file with their pending
+   * version has its size, and a pending version of a new file is listed on the last page.
+   */
   async list(path: string, opts: ListOptions): Promise<Entry[]> {
     const site = this.site(path);
     return this.ctx.db.read(async (em) => {
       await requireCapability(em, this.principal, 'list', site, this.show);
       await requireFolder(em, site, 'not-found/folder-not-found', this.show);
-      return (await listRows(em, site, opts)).map((r) => toEntry(r, this.visible(r.path)));
+      const rows = await listRows(em, site, opts);
+      const pending = new Map((await pendingIn(em, ownerOf(this.principal), site)).map((p) => [p.path, p]));
+      const entries = rows.map((r) => {
+        const p = r.type === 'file' ? pending.get(r.path) : undefined;
+        return p ? pendingEntry(p, this.visible(r.path)) : toEntry(r, this.visible(r.path));
+      });
+      if (pending.size && rows.length < opts.limit) {
+        const search = opts.search?.toLowerCase();
+        for (const p of pending.values()) {
+          if (search && !baseName(p.path).toLowerCase().includes(search)) continue;
+          if (!(await getRow(em, p.path))) entries.push(pendingEntry(p, this.visible(p.path)));
+        }
+      }
+      return entries;
     });
   }
 
@@ -349,7 +377,10 @@ export class FileSession {
    * the parent are checked now, before any byte moves. `offset` or `append` keep bytes of the
    * current content before the body (FTP REST+STOR, APPE).
    */
-  openWrite(path: string, opts: { offset?: number; append?: boolean } = {}): Promise<WriteHandle> {
+  openWrite(
+    path: string,
+    opts: { offset?: number; append?: boolean; resume?: boolean } = {},
+  ): Promise<WriteHandle> {
     return WriteHandle.open(this.scope, path, opts);
   }
 
@@ -361,12 +392,18 @@ export class FileSession {
    */
   async stage(path: string, opts: { truncate: boolean; signal?: AbortSignal }): Promise<StagedWrite> {
     const handle = await this.openWrite(path);
+    const signal = opts.signal ? { signal: opts.signal } : {};
     try {
-      const current =
-        !opts.truncate && (handle.existing?.size ?? 0) > 0
-          ? (await this.openRead(path, { record: false, ...(opts.signal ? { signal: opts.signal } : {}) }))
-              .stream
-          : null;
+      // The user's pending version, when there is one, is the current content (OpenSSH `reput`
+      // opens without TRUNC and writes from its size on); a truncating open is a new upload.
+      if (opts.truncate) await handle.discardPending();
+      const current = opts.truncate
+        ? null
+        : handle.pending
+          ? await this.blobs.open(handle.pending.blob_id, signal)
+          : (handle.existing?.size ?? 0) > 0
+            ? (await this.openRead(path, { record: false, ...signal })).stream
+            : null;
       return await StagedWrite.open(handle, stagingDir(this.ctx.config.data_dir), current, opts.truncate);
     } catch (err) {
       await handle.abort();
@@ -385,6 +422,7 @@ export class FileSession {
       handle = await this.openWrite(path, {
         ...(opts.offset !== undefined ? { offset: opts.offset } : {}),
         ...(opts.append ? { append: true } : {}),
+        ...(opts.resume ? { resume: true } : {}),
       });
     } catch (err) {
       body.resume();

@@ -177,6 +177,11 @@ export class StagedWrite {
   // fail with this same error at once, so a client's pipelined WRITEs after the first make no
   // more I/O and the front end can tell it is one failed upload, not many (issue 12).
   private full: GatewayError | null = null;
+  // How far the content is written without a hole (`prefix`), and the completed writes beyond it
+  // (start -> end): pipelined WRITEs complete out of order, and a cut keeps only the bytes up to
+  // the first hole, so a client resuming at the pending size never leaves zeros in the file.
+  private prefix = 0;
+  private readonly ahead = new Map<number, number>();
 
   private constructor(
     private readonly handle: WriteHandle,
@@ -246,6 +251,25 @@ export class StagedWrite {
     }
     this.size = Math.max(this.size, offset + data.length);
     this.dirty = true;
+    this.written(offset, offset + data.length);
+  }
+
+  /** written notes that [start, end) holds what the client sent, and moves the hole-free prefix. */
+  private written(start: number, end: number): void {
+    if (start > this.prefix) {
+      this.ahead.set(start, Math.max(end, this.ahead.get(start) ?? 0));
+      return;
+    }
+    this.prefix = Math.max(this.prefix, end);
+    for (let moved = true; moved;) {
+      moved = false;
+      for (const [s, e] of this.ahead)
+        if (s <= this.prefix) {
+          this.ahead.delete(s);
+          this.prefix = Math.max(this.prefix, e);
+          moved = true;
+        }
+    }
   }
 
   /**
@@ -280,9 +304,9 @@ export class StagedWrite {
     return !this.done;
   }
 
-  /** isNew tells whether the file did not exist when this write was opened. */
+  /** isNew tells whether the file did not exist when this write was opened (not even as the user's pending version). */
   get isNew(): boolean {
-    return this.handle.existing === null;
+    return this.handle.existing === null && this.handle.pending === null;
   }
 
   /** truncate sets the content's size (SFTP SETSTAT size; `scp` truncates after writing). */
@@ -293,6 +317,10 @@ export class StagedWrite {
       throw this.classify(err);
     });
     this.size = size;
+    this.prefix = Math.min(this.prefix, size);
+    for (const [s, e] of this.ahead)
+      if (s >= size) this.ahead.delete(s);
+      else this.ahead.set(s, Math.min(e, size));
     this.dirty = true;
   }
 
@@ -349,6 +377,34 @@ export class StagedWrite {
     } catch (err) {
       await this.handle.abort();
       throw err;
+    } finally {
+      await rm(this.file, { force: true });
+    }
+  }
+
+  /**
+   * suspend ends a write whose client went away without CLOSE: the content up to the first hole
+   * becomes the user's pending version of the path (write.ts suspend, pending.ts), which OpenSSH's
+   * `reput` or WinSCP's resume continue; the file keeps its old content. Nothing written, or a
+   * full staging disk: abort. Safe to call twice.
+   */
+  async suspend(): Promise<boolean> {
+    if (this.done) return false;
+    if (!this.dirty || this.full || this.prefix === 0) {
+      await this.abort();
+      return false;
+    }
+    this.done = true;
+    try {
+      await this.fh.truncate(this.prefix);
+      await this.fh.close();
+      const adopted = await this.handle.putFile(this.file, { md5: null, crc32: null });
+      if (!adopted) await this.handle.put(createReadStream(this.file));
+      return await this.handle.suspend();
+    } catch {
+      await this.fh.close().catch(() => undefined);
+      await this.handle.abort();
+      return false;
     } finally {
       await rm(this.file, { force: true });
     }
