@@ -239,7 +239,9 @@ export class WriteHandle {
         drain: source === body,
         ...(opts.signal && !cut ? { signal: opts.signal } : {}),
       });
-      if (cut?.happened()) {
+      // A signal that fired while the bytes were being stored cuts too: an FTP client killed mid-way
+      // closes its data connection normally (FIN) and its control connection at the same moment.
+      if (cut?.happened() || (cut && opts.signal?.aborted)) {
         await this.suspend();
         throw new GatewayError(
           'processing-failure/file-not-uploaded',

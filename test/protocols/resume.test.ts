@@ -1,0 +1,373 @@
+/**
+ * Issue 20: real clients killed with SIGKILL mid-upload, then resumed with their own resume
+ * command. The cut leaves the old content to everyone else, its uploader sees the pending size,
+ * the resume sends about the missing part only, and the completed file has the right md5 (also as
+ * the core recorded it). Cut offsets are small (megabytes, throttled clients) to keep the suite quick.
+ *
+ * Clients: lftp (`put -c`, which asks SIZE then sends REST n + STOR), OpenSSH sftp (`reput`: stat,
+ * then OPEN without TRUNC and WRITEs from the remote size), curl over WebDAV (`-C n`: PUT with
+ * Content-Range). rclone is not here: it resumes no upload on FTP, SFTP or WebDAV (its only resume
+ * is of its own chunked backends), so a cut rclone upload is simply sent again.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { expect } from 'chai';
+import { operatorPrincipal, type Principal } from '../../src/core/index.ts';
+import { dbKind, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
+import { principalFor } from '../unit/core/fixtures.ts';
+import { authArgs, SSH_OPTIONS, sftpBatch } from './sftp/clients.ts';
+
+const PASSWORD = 'resume-password-1';
+const MiB = 1024 * 1024;
+const SIZE = 16 * MiB;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex');
+
+/** pattern makes `n` bytes that differ at every offset (a shifted or repeated piece changes the md5). */
+function pattern(n: number, seed: number): Buffer {
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i += 4) b.writeUInt32LE((Math.imul(i, 2654435761) + seed) >>> 0, i);
+  return b;
+}
+
+/** Counter is a loopback TCP relay that counts the bytes its clients send (SSH or TLS framing included). */
+interface Counter {
+  port: number;
+  sent: number;
+  close(): Promise<void>;
+}
+
+async function countingRelay(target: number): Promise<Counter> {
+  const sockets = new Set<net.Socket>();
+  const counter = { port: 0, sent: 0, close: async () => undefined };
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.once('close', () => sockets.delete(s));
+    }
+    client.on('data', (c: Buffer) => (counter.sent += c.length));
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.once('close', () => upstream.destroy());
+    upstream.once('close', () => client.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  counter.port = (server.address() as net.AddressInfo).port;
+  counter.close = async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((r) => server.close(() => r()));
+  };
+  return counter;
+}
+
+/** Run is a finished client: exit code and output. */
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** run runs a client to its end (killed after `timeoutMs`). */
+function run(argv: string[], input = '', timeoutMs = 120_000): Promise<Run> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    });
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(input);
+  });
+}
+
+/** startKilled starts a client in its own process group, to be killed whole with SIGKILL. */
+function startKilled(argv: string[], input = ''): { child: ChildProcess; kill: () => Promise<void> } {
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  child.stdin!.on('error', () => undefined);
+  child.stdin!.end(input);
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  return {
+    child,
+    kill: async () => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      await exited;
+    },
+  };
+}
+
+describe(`resumable uploads with real clients (${dbKind})`, function () {
+  this.timeout(180_000);
+  let gw: TestGateway;
+  let alice: Principal;
+  let bob: Principal;
+  let dir: string;
+  const OLD = Buffer.from('old content!'); // the 12 bytes of the issue's corruption case
+
+  before(async () => {
+    gw = await startTestGateway({ ports: { ftp: 0, sftp: 0, webdav: 0 } });
+    const op = operatorPrincipal();
+    await gw.core.namespace.mkdir(op, 'shared');
+    const make = async (username: string) => {
+      const u = await gw.core.users.create(op, { username, password: PASSWORD, user_root: 'shared/' });
+      await gw.core.permissions.create(op, { username, path: 'shared', permission: 'full' });
+      return u.id;
+    };
+    alice = await principalFor(gw.core, await make('alice'), 'ftp');
+    bob = await principalFor(gw.core, await make('bob'), 'ftp');
+    dir = mkdtempSync(path.join(os.tmpdir(), 'svc-resume-'));
+  });
+  after(async () => {
+    await gw.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const session = (p: Principal) => gw.core.files.session(p);
+  const read = async (p: Principal, name: string) => {
+    const d = await session(p).openRead(name, { record: false });
+    const chunks: Buffer[] = [];
+    for await (const c of d.stream) chunks.push(c as Buffer);
+    return Buffer.concat(chunks);
+  };
+  const sizeFor = (p: Principal, name: string) =>
+    session(p)
+      .stat(name)
+      .then(
+        (e) => e.size,
+        () => null,
+      );
+  /** local writes a local file of `SIZE` patterned bytes and returns its path and bytes. */
+  const local = (name: string, seed: number) => {
+    const data = pattern(SIZE, seed);
+    const file = path.join(dir, name);
+    writeFileSync(file, data);
+    return { file, data };
+  };
+  /** oldFile puts the issue's 12-byte file at `name`, as bob. */
+  const oldFile = (name: string) => session(bob).write(name, Readable.from([OLD]));
+
+  /**
+   * cutWhile starts a throttled upload, lets it run `ms`, checks what bob sees mid-upload, kills
+   * the client, and waits for alice's pending size; returns it.
+   */
+  const cutWhile = async (name: string, argv: string[], input: string, old: Buffer | null, ms = 2500) => {
+    const client = startKilled(argv, input);
+    await sleep(ms);
+    const during = old ? md5(await read(bob, name)) : await sizeFor(bob, name);
+    await client.kill();
+    let pending: number | null = null;
+    for (let i = 0; i < 100; i++) {
+      pending = await sizeFor(alice, name);
+      if (pending !== null && pending > (old?.length ?? 0)) break;
+      await sleep(100);
+    }
+    expect(during, 'what bob saw during the upload').to.equal(old ? md5(old) : null);
+    // After the cut: bob still sees the old content (or nothing), alice the pending bytes.
+    if (old) expect(md5(await read(bob, name))).to.equal(md5(old));
+    else expect(await sizeFor(bob, name)).to.equal(null);
+    expect(pending, 'the pending size alice sees')
+      .to.be.a('number')
+      .greaterThan(256 * 1024)
+      .lessThan(SIZE);
+    return pending!;
+  };
+
+  const lftpArgs = (script: string, extra = '') => [
+    'lftp',
+    '-c',
+    [
+      'set cmd:fail-exit yes',
+      'set net:max-retries 1',
+      'set net:timeout 10',
+      'set ftp:passive-mode yes',
+      'set ftp:ssl-allow no',
+      extra,
+      `open -u alice,${PASSWORD} ftp://127.0.0.1:${gw.ports.ftp}`,
+      script,
+    ].join('; '),
+  ];
+  const sftpArgs = (port: number, extra: string[] = []) => {
+    const { prefix, args } = authArgs({ password: PASSWORD });
+    return [
+      ...prefix,
+      'sftp',
+      ...args,
+      ...SSH_OPTIONS,
+      ...extra,
+      '-b',
+      '-',
+      '-P',
+      String(port),
+      'alice@127.0.0.1',
+    ];
+  };
+  const davUrl = (name: string) => `https://127.0.0.1:${gw.ports.webdav}/${name}`;
+  const report = (client: string, resent: number, missing: number, ms: number) =>
+    console.log(
+      `      ${client}: re-sent ${(resent / MiB).toFixed(2)} MiB for ${(missing / MiB).toFixed(2)} MiB missing, ${ms} ms`,
+    );
+
+  it('lftp: put killed mid-way over a 12-byte file, then put -c sends only the rest (REST n + STOR)', async () => {
+    const name = 'lftp.bin';
+    const { file, data } = local(name, 1);
+    await oldFile(name);
+    const pending = await cutWhile(
+      name,
+      lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'),
+      '',
+      OLD,
+    );
+    const resumed = await run(lftpArgs(`put -c ${file} -o ${name}`).toSpliced(1, 0, '-d'));
+    expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0);
+    // lftp's debug log names the offset it resumed at: the pending size, not the old file's 12.
+    expect(resumed.stderr).to.include(`REST ${pending}`);
+    const got = await read(bob, name);
+    expect(got.length).to.equal(SIZE);
+    expect(md5(got)).to.equal(md5(data));
+    expect((await session(bob).stat(name)).md5).to.equal(md5(data));
+    report('lftp put -c', SIZE - pending, SIZE - pending, resumed.ms);
+  });
+
+  it('OpenSSH sftp: put killed mid-way over a 12-byte file, then reput sends only the rest', async () => {
+    const name = 'sftp.bin';
+    const { file, data } = local(name, 2);
+    await oldFile(name);
+    const pending = await cutWhile(
+      name,
+      sftpArgs(gw.ports.sftp!, ['-l', '32768']),
+      `put ${file} ${name}\n`,
+      OLD,
+    );
+    const relay = await countingRelay(gw.ports.sftp!);
+    try {
+      const started = Date.now();
+      const resumed = await sftpBatch(relay.port, 'alice', { password: PASSWORD }, [`reput ${file} ${name}`]);
+      const ms = Date.now() - started;
+      expect(resumed.code, resumed.stderr).to.equal(0);
+      const missing = SIZE - pending;
+      // SSH's framing and the login add a little; a whole re-send would be SIZE.
+      expect(relay.sent).to.be.within(missing, missing * 1.05 + 256 * 1024);
+      expect(md5(await read(bob, name))).to.equal(md5(data));
+      expect((await session(bob).stat(name)).md5).to.equal(md5(data));
+      report('OpenSSH sftp reput', relay.sent, missing, ms);
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('curl over WebDAV: PUT killed mid-way, PROPFIND shows alice the pending size, PUT -C n sends the rest', async () => {
+    const name = 'dav.bin';
+    const { file, data } = local(name, 3);
+    await oldFile(name);
+    const curl = ['curl', '-sS', '-k', '-u', `alice:${PASSWORD}`];
+    const pending = await cutWhile(name, [...curl, '--limit-rate', '4M', '-T', file, davUrl(name)], '', OLD);
+    const propfind = await run([...curl, '-X', 'PROPFIND', '-H', 'Depth: 0', davUrl(name)]);
+    expect(propfind.stdout).to.match(new RegExp(`getcontentlength>${pending}<`));
+    // A wrong offset is refused and loses nothing.
+    const wrong = await run([
+      ...curl,
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code}',
+      '-C',
+      '12',
+      '-T',
+      file,
+      davUrl(name),
+    ]);
+    expect(wrong.stdout).to.equal('416');
+    expect(await sizeFor(alice, name)).to.equal(pending);
+    const resumed = await run([
+      ...curl,
+      '-v',
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code} %{size_upload}',
+      '-C',
+      String(pending),
+      '-T',
+      file,
+      davUrl(name),
+    ]);
+    expect(resumed.stderr).to.include(`Content-Range: bytes ${pending}-${SIZE - 1}/${SIZE}`);
+    const [status, uploaded] = resumed.stdout.split(' ').map(Number);
+    expect(status).to.be.oneOf([201, 204]);
+    expect(uploaded).to.equal(SIZE - pending);
+    expect(md5(await read(bob, name))).to.equal(md5(data));
+    report('curl WebDAV PUT -C n', uploaded!, SIZE - pending, resumed.ms);
+  });
+
+  it('REST stat shows the uploader the pending size and everyone else the old file', async () => {
+    const name = 'rest.bin';
+    const { file } = local(name, 4);
+    await oldFile(name);
+    await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'), '', OLD);
+    const op = operatorPrincipal();
+    const statAs = async (p: Principal) => {
+      const { key } = await gw.core.apiKeys.create(op, { user_id: p.user!.id });
+      const got = await run([
+        'curl',
+        '-sS',
+        '-k',
+        '-H',
+        `X-SvcAPI-Key: ${key}`,
+        `https://127.0.0.1:${gw.port}/api/rest/v1/files/shared/${name}?action=stat`,
+      ]);
+      return JSON.parse(got.stdout) as { size: number };
+    };
+    const aliceSees = await statAs(alice);
+    const bobSees = await statAs(bob);
+    expect(aliceSees.size).to.equal(await sizeFor(alice, name));
+    expect(bobSees.size).to.equal(OLD.length);
+  });
+
+  it('across protocols: started with lftp, cut, finished with OpenSSH reput', async () => {
+    const name = 'cross.bin';
+    const { file, data } = local(name, 5);
+    const pending = await cutWhile(
+      name,
+      lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'),
+      '',
+      null,
+    );
+    const relay = await countingRelay(gw.ports.sftp!);
+    try {
+      const resumed = await sftpBatch(relay.port, 'alice', { password: PASSWORD }, [`reput ${file} ${name}`]);
+      expect(resumed.code, resumed.stderr).to.equal(0);
+      expect(relay.sent).to.be.within(SIZE - pending, (SIZE - pending) * 1.05 + 256 * 1024);
+      expect(md5(await read(bob, name))).to.equal(md5(data));
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('a new upload from offset 0 replaces the pending version (lftp put without -c)', async () => {
+    const name = 'fresh.bin';
+    const { file, data } = local(name, 6);
+    await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'), '', null);
+    const again = await run(lftpArgs(`put ${file} -o ${name}`));
+    expect(again.code, again.stderr).to.equal(0);
+    expect(md5(await read(alice, name))).to.equal(md5(data));
+    expect(await sizeFor(alice, name)).to.equal(SIZE);
+  });
+});
