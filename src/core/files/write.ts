@@ -15,7 +15,7 @@
  * blob it owns: an adopted blob stays with its owner whatever happens, so a failed commit can be
  * retried (issue 11: a retried `end` must never name a deleted blob).
  */
-import { finished, PassThrough, type Readable } from 'node:stream';
+import { finished, PassThrough, Readable } from 'node:stream';
 import type { EntityManager } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { requireCapability } from '../access/rights.ts';
@@ -23,7 +23,7 @@ import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, isStorageFull } from '../errors.ts';
 import { baseName, parentOf } from '../paths.ts';
-import type { BlobStore } from './blobstore.ts';
+import { isMultipartStore, type BlobStore, type MultipartBlobStore, type UploadedPart } from './blobstore.ts';
 import { markGarbage, type Blobs, type NewBlob } from './blobs.ts';
 import { requireUnlocked } from './locks.ts';
 import { getRow, requireFolder, toEntry, type Entry } from './namespace.ts';
@@ -31,6 +31,10 @@ import { dropPending, ownerOf, pendingAt, recordPending, type PendingVersionRow 
 import type { SessionScope } from './scope.ts';
 import { changeTree } from './tree.ts';
 import { concat, Hasher } from './transfers.ts';
+import { MAX_PART, MIN_PART } from './uploads.ts';
+
+/** RESUME_PART is the size of the parts a resumed upload's new bytes go to object storage in. */
+const RESUME_PART = 8 * 1024 * 1024;
 
 /** WriteScope is what a handle needs of the session that opened it. */
 export interface WriteScope extends SessionScope {
@@ -188,6 +192,72 @@ export class WriteHandle {
     this.content = { blobId: blob.blobId, size: hasher.bytes, ...hasher.digest() };
   }
 
+  /**
+   * putAfterParts makes the handle's new blob on object storage from `keep` bytes of blob `base`,
+   * copied as parts inside the store, then `tail` in parts of RESUME_PART. The md5 and crc32 are of
+   * the whole: the kept bytes are read back for them (a read, not an upload), then the new ones.
+   */
+  private async putAfterParts(
+    store: MultipartBlobStore,
+    base: string,
+    keep: number,
+    tail: Readable,
+  ): Promise<void> {
+    this.live();
+    const blob = await this.scope.blobs.create().catch((err: unknown) => {
+      throw this.noteFull(err);
+    });
+    let uploadId: string | null = null;
+    try {
+      uploadId = await store.createUpload(blob.blobId);
+      // Equal copy parts of at most 5 GiB each, so none is below the 5 MiB minimum.
+      const copies = Math.ceil(keep / MAX_PART);
+      const copySize = Math.ceil(keep / copies);
+      let partNumber = 0;
+      for (let start = 0; start < keep; start += copySize)
+        await store.copyPart(blob.blobId, uploadId, ++partNumber, base, {
+          start,
+          end: Math.min(keep, start + copySize) - 1,
+        });
+      const hasher = new Hasher();
+      for await (const chunk of await this.scope.blobs.open(base, { range: { start: 0, end: keep - 1 } }))
+        hasher.update(chunk as Buffer);
+      const sent: UploadedPart[] = [];
+      let buffered: Buffer[] = [];
+      let pendingSize = 0;
+      const flush = async () => {
+        if (pendingSize === 0) return;
+        const data = Buffer.concat(buffered, pendingSize);
+        buffered = [];
+        pendingSize = 0;
+        sent.push(
+          await store.putPart(blob.blobId, uploadId!, ++partNumber, Readable.from([data]), {
+            size: data.length,
+          }),
+        );
+      };
+      for await (const chunk of tail as AsyncIterable<Buffer>) {
+        hasher.update(chunk);
+        buffered.push(chunk);
+        pendingSize += chunk.length;
+        if (pendingSize >= RESUME_PART) await flush();
+      }
+      await flush();
+      const copied = (await store.listParts(blob.blobId, uploadId)).filter((p) => p.partNumber <= copies);
+      const { size } = await store.complete(blob.blobId, uploadId, [...copied, ...sent]);
+      uploadId = null;
+      await this.release();
+      this.owned = blob;
+      this.content = { blobId: blob.blobId, size, ...hasher.digest() };
+      if (size !== hasher.bytes)
+        throw new Error(`resumed object has ${size} bytes, ${hasher.bytes} were hashed`);
+    } catch (err) {
+      if (uploadId) await store.abortUpload(blob.blobId, uploadId).catch(() => undefined);
+      if (this.owned !== blob) await this.scope.blobs.discard(blob.blobId, blob);
+      throw this.noteFull(err);
+    }
+  }
+
   /** putFile makes the local file `file`, whose facts are known, the handle's new blob (store.adopt). */
   async putFile(file: string, facts: Omit<BlobFacts, 'size'>): Promise<boolean> {
     this.live();
@@ -230,15 +300,23 @@ export class WriteHandle {
     // The body reaches the kept bytes' concatenation through a pipe, so a failure can destroy the
     // concatenation and still drain the client's stream.
     const tail = cut ? cut.stream : keep > 0 ? follow(body) : body;
+    const store = this.scope.store;
+    // Resuming on object storage: the kept bytes become parts of the new object inside the store
+    // (UploadPartCopy), never sent again. Only S3's 5 MiB minimum part size keeps a smaller pending
+    // version on the general path below, which sends its bytes once more, as uploads.ts does.
+    const onParts =
+      cut && this.pending && base === this.pending.blob_id && keep >= MIN_PART && isMultipartStore(store);
     const source =
-      keep > 0
+      keep > 0 && !onParts
         ? concat([() => this.scope.blobs.open(base!, { range: { start: 0, end: keep - 1 } }), () => tail])
         : tail;
     try {
-      await this.put(source, {
-        drain: source === body,
-        ...(opts.signal && !cut ? { signal: opts.signal } : {}),
-      });
+      if (onParts) await this.putAfterParts(store, base!, keep, tail);
+      else
+        await this.put(source, {
+          drain: source === body,
+          ...(opts.signal && !cut ? { signal: opts.signal } : {}),
+        });
       // A signal that fired while the bytes were being stored cuts too: an FTP client killed mid-way
       // closes its data connection normally (FIN) and its control connection at the same moment.
       if (cut?.happened() || (cut && opts.signal?.aborted)) {
