@@ -1,5 +1,5 @@
 /**
- * The `svc-gateway` command: serve (the default), migrate, users, api-keys, billing. Exit codes: 0 done,
+ * The `svc-gateway` command: serve (the default), migrate, users, api-keys, billing, uploads. Exit codes: 0 done,
  * 1 failed, 2 wrong usage. Only this file and main's signal handling end the process.
  */
 import { readFileSync } from 'node:fs';
@@ -18,6 +18,7 @@ Commands:
   users create --username U --password P [--site-admin]
   api-keys create --site-wide [--name N] print a new site-wide API key (full permissions)
   billing import <file>                  load invoices and payments (JSON array or CSV); idempotent
+  uploads pending                        list cut uploads kept for resuming: user, path, bytes, expiry
 
 Settings come from config/default.yaml, the file named by SVC_CONFIG and SVC_* variables.`;
 
@@ -111,6 +112,17 @@ async function main(argv: string[]): Promise<number> {
       if (sub === 'create' && values['site-wide']) {
         const key = await withCore((core) => core.apiKeys.createSiteWide(values.name ?? 'site-wide'));
         console.log(key.key);
+        return 0;
+      }
+      break;
+    case 'uploads':
+      if (sub === 'pending') {
+        await withCore(async (core) => {
+          for (const v of await core.files.pendingVersions(system))
+            console.log(
+              `${v.username}\t/${v.path}\t${v.size}\t${v.interface}\texpires ${v.expires_at.toISOString()}`,
+            );
+        });
         return 0;
       }
       break;

@@ -16,7 +16,7 @@ import { DOWNLOAD_TTL_S, Signer } from './signed.ts';
 import { abandonedBy, STALE_STAGING_MS, sweepStaging, TempOwners } from './staging.ts';
 import path from 'node:path';
 import { Uploads } from './uploads.ts';
-import { expirePending } from './pending.ts';
+import { expirePending, listPending, type PendingListing } from './pending.ts';
 
 /**
  * STALE_PARTIAL_MS is how long a local store's temporary file of unknown writer (`<id>.partial`,
@@ -53,6 +53,8 @@ export interface FileApi {
   downloadUrl(session: FileSession, path: string): Promise<{ entry: Entry; url: string }>;
   describeSigned(token: string): Omit<SignedDownload, 'stream'>;
   openSigned(token: string, range?: ByteRange, signal?: AbortSignal): Promise<SignedDownload>;
+  /** pendingVersions lists the cut uploads kept for resuming, for a site admin. */
+  pendingVersions(p: Principal): Promise<PendingListing[]>;
 }
 
 /** Files is the core's file service. */
@@ -123,6 +125,11 @@ export class Files implements FileApi {
       ...(signal ? { signal } : {}),
     });
     return { ...d, stream };
+  }
+
+  /** pendingVersions lists the cut uploads kept for resuming (pending.ts), for a site admin. */
+  pendingVersions(p: Principal): Promise<PendingListing[]> {
+    return listPending(this.ctx, p);
   }
 
   /**

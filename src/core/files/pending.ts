@@ -24,7 +24,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { LessThan, type EntityManager } from 'typeorm';
-import { PendingVersionEntity, type PendingVersionRow } from '../../db/entities.ts';
+import { PendingVersionEntity, UserEntity, type PendingVersionRow } from '../../db/entities.ts';
+import { requireSiteAdmin } from '../access/guards.ts';
 import type { CoreContext } from '../context.ts';
 import type { Principal } from '../principal.ts';
 import { parentOf } from '../paths.ts';
@@ -139,4 +140,42 @@ export async function pendingBytes(em: EntityManager, user: number | null, folde
     qb.andWhere('substr(p.path, 1, :len) = :prefix', { len: [...folder].length + 1, prefix: `${folder}/` });
   const raw = await qb.getRawOne<{ total: string | number }>();
   return Number(raw?.total ?? 0);
+}
+
+/** PendingListing is one pending version as a site admin sees it. */
+export interface PendingListing {
+  username: string;
+  /** the site path */
+  path: string;
+  size: number;
+  interface: string;
+  updated_at: Date;
+  expires_at: Date;
+}
+
+/** listPending lists every live pending version for a site admin, oldest first (at most `limit`). */
+export async function listPending(ctx: CoreContext, p: Principal, limit = 1000): Promise<PendingListing[]> {
+  requireSiteAdmin(p);
+  return ctx.db.read(async (em) => {
+    const rows = await em.find(PendingVersionEntity, { order: { updated_at: 'ASC' }, take: limit });
+    const users = new Map<number, string>();
+    const out: PendingListing[] = [];
+    for (const r of rows) {
+      if (r.expires_at.getTime() <= Date.now()) continue;
+      if (!users.has(r.user_id))
+        users.set(
+          r.user_id,
+          (await em.findOneBy(UserEntity, { id: r.user_id }))?.username ?? `#${r.user_id}`,
+        );
+      out.push({
+        username: users.get(r.user_id)!,
+        path: r.path,
+        size: r.size,
+        interface: r.interface,
+        updated_at: r.updated_at,
+        expires_at: r.expires_at,
+      });
+    }
+    return out;
+  });
 }

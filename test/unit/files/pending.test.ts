@@ -138,6 +138,20 @@ describe(`pending versions of cut uploads (${dbKind})`, () => {
     expect(md5(await read(bob, path))).to.equal(md5(whole));
   });
 
+  it('site admins list pending versions; other users may not', async () => {
+    const path = unique('listed-') + '.bin';
+    await cut(alice, path, pattern(12_345));
+    const listed = await t.core.files.pendingVersions(operatorPrincipal());
+    const mine = listed.find((v) => v.path === path);
+    expect(mine).to.include({ username: alice.user!.username, size: 12_345, interface: 'ftp' });
+    const plain = await principalFor(
+      t.core,
+      (await t.core.users.create(operatorPrincipal(), { username: unique('plain'), password: 'password-1' }))
+        .id,
+    );
+    await expectError(t.core.files.pendingVersions(plain), 'not-authorized/site-admin-required');
+  });
+
   it('expiry sweeps a pending version and its bytes', async () => {
     const path = unique('old-') + '.bin';
     await cut(alice, path, pattern(20_000));
