@@ -31,7 +31,7 @@ import {
   type Entry,
   type ListOptions,
 } from './namespace.ts';
-import { ownerOf, pendingAt, pendingEntry, pendingIn } from './pending.ts';
+import { dropPending, ownerOf, pendingAt, pendingEntry, pendingIn } from './pending.ts';
 import { copyDav, forgetDav, moveDav } from './properties.ts';
 import { StagedWrite } from './staging.ts';
 import { changeTree } from './tree.ts';
@@ -212,6 +212,13 @@ export class FileSession {
       await requireCapability(em, this.principal, 'delete', site, this.show);
       await this.unlocked(em, site, true);
       const row = await getRow(em, site);
+      // Deleting a path also gives up the caller's own cut upload of it (pending.ts), which is all
+      // there is of a new file to its uploader.
+      const user = ownerOf(this.principal);
+      if (row?.type !== 'directory' && (await pendingAt(em, user, site))) {
+        await dropPending(em, user, site);
+        if (!row) return;
+      }
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
       if (row.type === 'directory' && !opts.recursive && (await hasChildren(em, site))) {
         throw new GatewayError('processing-failure/folder-not-empty', `/${this.visible(site)} is not empty`);

@@ -138,6 +138,16 @@ describe(`pending versions of cut uploads (${dbKind})`, () => {
     expect(md5(await read(bob, path))).to.equal(md5(whole));
   });
 
+  it('deleting the path gives up the pending version of the caller only', async () => {
+    const path = unique('rm-') + '.bin';
+    await cut(alice, path, pattern(1000));
+    await cut(bob, path, pattern(2000));
+    await as(alice).remove(path);
+    await expectError(as(alice).stat(path), 'not-found/file-not-found');
+    expect((await as(bob).stat(path)).size).to.equal(2000);
+    await expectError(as(alice).remove(path), 'not-found/file-not-found');
+  });
+
   it('site admins list pending versions; other users may not', async () => {
     const path = unique('listed-') + '.bin';
     await cut(alice, path, pattern(12_345));
