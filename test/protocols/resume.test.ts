@@ -304,9 +304,9 @@ for (const store of ['local', 's3'] as const)
       const relay = await countingRelay(gw.ports.sftp!);
       try {
         const started = Date.now();
-        const resumed = await sftpBatch(relay.port, 'alice', { password: PASSWORD }, [
-          `reput ${file} ${name}`,
-        ]);
+        const [resumed, stored] = await toStore(SIZE - pending, () =>
+          sftpBatch(relay.port, 'alice', { password: PASSWORD }, [`reput ${file} ${name}`]),
+        );
         const ms = Date.now() - started;
         expect(resumed.code, resumed.stderr).to.equal(0);
         const missing = SIZE - pending;
@@ -314,7 +314,7 @@ for (const store of ['local', 's3'] as const)
         expect(relay.sent).to.be.within(missing, missing * 1.05 + 256 * 1024);
         expect(md5(await read(bob, name))).to.equal(md5(data));
         expect((await session(bob).stat(name)).md5).to.equal(md5(data));
-        report('OpenSSH sftp reput', relay.sent, missing, ms);
+        report('OpenSSH sftp reput', relay.sent, missing, ms, stored);
       } finally {
         await relay.close();
       }
@@ -415,6 +415,40 @@ for (const store of ['local', 's3'] as const)
       } finally {
         await relay.close();
       }
+    });
+
+    it('WinSCP-style: name.filepart cut, resumed and renamed; nobody else sees either name meanwhile', async () => {
+      const name = 'winscp.bin';
+      const part = `${name}.filepart`;
+      const { file, data } = local(name, 7);
+      await cutWhile(part, sftpArgs(gw.ports.sftp!, ['-l', '32768']), `put ${file} ${part}\n`, null);
+      expect(await sizeFor(bob, name)).to.equal(null);
+      const listed = await session(bob).list('', { sort: 'path', direction: 'asc', offset: 0, limit: 1000 });
+      expect(listed.map((e) => e.path)).to.not.include(part);
+      const resumed = await sftpBatch(gw.ports.sftp!, 'alice', { password: PASSWORD }, [
+        `reput ${file} ${part}`,
+        `rename ${part} ${name}`,
+      ]);
+      expect(resumed.code, resumed.stderr).to.equal(0);
+      expect(md5(await read(bob, name))).to.equal(md5(data));
+      expect(await sizeFor(alice, part)).to.equal(null);
+    });
+
+    it('curl over FTP: -C - asks SIZE and resumes with APPE', async () => {
+      const name = 'curl-ftp.bin';
+      const { file, data } = local(name, 8);
+      await oldFile(name);
+      const url = `ftp://127.0.0.1:${gw.ports.ftp}/${name}`;
+      const curl = ['curl', '-sS', '-u', `alice:${PASSWORD}`];
+      const pending = await cutWhile(name, [...curl, '--limit-rate', '4M', '-T', file, url], '', OLD);
+      const [resumed, stored] = await toStore(SIZE - pending, () =>
+        run([...curl, '-v', '-w', '%{size_upload}', '-C', '-', '-T', file, url]),
+      );
+      expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0);
+      expect(resumed.stderr).to.include('APPE');
+      expect(Number(resumed.stdout)).to.equal(SIZE - pending);
+      expect(md5(await read(bob, name))).to.equal(md5(data));
+      report('curl FTP -C -', SIZE - pending, SIZE - pending, resumed.ms, stored);
     });
 
     it('a new upload from offset 0 replaces the pending version (lftp put without -c)', async () => {

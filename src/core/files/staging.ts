@@ -182,6 +182,9 @@ export class StagedWrite {
   // the first hole, so a client resuming at the pending size never leaves zeros in the file.
   private prefix = 0;
   private readonly ahead = new Map<number, number>();
+  // The bytes of the user's pending version this write started from, while nothing changed them:
+  // object storage then keeps them as parts and only what follows is uploaded at the commit.
+  private pendingKept = 0;
 
   private constructor(
     private readonly handle: WriteHandle,
@@ -225,6 +228,7 @@ export class StagedWrite {
     // A new file, or a truncated one, exists from the moment it is opened (as on a disk), but
     // only as an empty commit at close: nothing is written to the namespace before then.
     staged.dirty = truncate || !handle.existing;
+    if (!truncate && handle.pending) staged.pendingKept = staged.size;
     return staged;
   }
 
@@ -232,6 +236,7 @@ export class StagedWrite {
   async writeAt(offset: number, data: Uint8Array): Promise<void> {
     this.live();
     if (this.full) throw this.full;
+    if (offset < this.pendingKept) this.pendingKept = 0;
     // Hashed before the await, so pipelined writes are hashed in the order they were issued.
     if (this.md5 && offset === this.hashedUpTo) {
       this.md5.update(data);
@@ -313,6 +318,7 @@ export class StagedWrite {
   async truncate(size: number): Promise<void> {
     this.live();
     if (size !== this.hashedUpTo) this.md5 = null;
+    if (size < this.pendingKept) this.pendingKept = 0;
     await this.fh.truncate(size).catch((err: unknown) => {
       throw this.classify(err);
     });
@@ -363,14 +369,20 @@ export class StagedWrite {
     try {
       await this.fh.close();
       const mtime = this.mtime ? { mtime: this.mtime } : {};
+      // A resume that only added bytes after the pending version's: on object storage those are
+      // the only ones uploaded.
+      const kept = this.pendingKept;
+      const resumed =
+        kept > 0 && (await this.handle.putOnPending(() => createReadStream(this.file, { start: kept })));
       // Written in order: the hashes are known and the staged file itself can become the blob.
       const adopted =
-        this.md5 &&
-        this.hashedUpTo === this.size &&
-        (await this.handle.putFile(this.file, {
-          md5: this.md5.digest('hex'),
-          crc32: (this.crc >>> 0).toString(16).padStart(8, '0'),
-        }));
+        resumed ||
+        (this.md5 &&
+          this.hashedUpTo === this.size &&
+          (await this.handle.putFile(this.file, {
+            md5: this.md5.digest('hex'),
+            crc32: (this.crc >>> 0).toString(16).padStart(8, '0'),
+          })));
       if (!adopted)
         await this.handle.put(createReadStream(this.file), opts.signal ? { signal: opts.signal } : {});
       return await this.handle.commit(mtime);
@@ -398,7 +410,10 @@ export class StagedWrite {
     try {
       await this.fh.truncate(this.prefix);
       await this.fh.close();
-      const adopted = await this.handle.putFile(this.file, { md5: null, crc32: null });
+      const kept = this.prefix >= this.pendingKept ? this.pendingKept : 0;
+      const adopted =
+        (kept > 0 && (await this.handle.putOnPending(() => createReadStream(this.file, { start: kept })))) ||
+        (await this.handle.putFile(this.file, { md5: null, crc32: null }));
       if (!adopted) await this.handle.put(createReadStream(this.file));
       return await this.handle.suspend();
     } catch {

@@ -258,6 +258,20 @@ export class WriteHandle {
     }
   }
 
+  /**
+   * putOnPending makes the handle's new blob from the opener's pending version followed by `tail`,
+   * when the store can join them without sending the pending bytes again (object storage, and a
+   * pending version of at least S3's minimum part size); else it returns false and does nothing.
+   * SFTP's staged resume (OpenSSH `reput`) on S3 commits this way.
+   */
+  async putOnPending(tail: () => Readable): Promise<boolean> {
+    const store = this.scope.store;
+    const pending = this.pending;
+    if (!pending || pending.size < MIN_PART || !isMultipartStore(store)) return false;
+    await this.putAfterParts(store, pending.blob_id, pending.size, tail());
+    return true;
+  }
+
   /** putFile makes the local file `file`, whose facts are known, the handle's new blob (store.adopt). */
   async putFile(file: string, facts: Omit<BlobFacts, 'size'>): Promise<boolean> {
     this.live();
