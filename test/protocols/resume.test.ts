@@ -395,6 +395,65 @@ for (const store of ['local', 's3'] as const)
       expect(bobSees.size).to.equal(OLD.length);
     });
 
+    it('REST with curl: restart at the pending size continues an FTP upload cut over a 12-byte file', async () => {
+      const name = 'rest-restart.bin';
+      const { file, data } = local(name, 9);
+      await oldFile(name);
+      const pending = await cutWhile(
+        name,
+        lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'),
+        '',
+        OLD,
+      );
+      const { key } = await gw.core.apiKeys.create(operatorPrincipal(), { user_id: alice.user!.id });
+      const api = `https://127.0.0.1:${gw.port}/api/rest/v1/files/shared/${name}`;
+      const curl = [
+        'curl',
+        '-sS',
+        '-k',
+        '-H',
+        `X-SvcAPI-Key: ${key}`,
+        '-H',
+        'Content-Type: application/json',
+      ];
+      const post = async (body: unknown) =>
+        JSON.parse(
+          (await run([...curl, '-X', 'POST', '--data', JSON.stringify(body), api])).stdout,
+        ) as Record<string, unknown>;
+      const upload = await post({ action: 'put', restart: pending });
+      expect(upload.upload_uri, JSON.stringify(upload)).to.be.a('string');
+      const rest = path.join(dir, `${name}.rest`);
+      writeFileSync(rest, data.subarray(pending));
+      const headers = { ...(upload.headers as Record<string, string>) };
+      for (const [what, where] of Object.entries(upload.send as Record<string, string>))
+        if (where.startsWith('required-header '))
+          headers[where.slice('required-header '.length)] =
+            what === 'partsize' ? String(SIZE - pending) : 'application/octet-stream';
+      const [sent, stored] = await toStore(SIZE - pending, () =>
+        run([
+          'curl',
+          '-sS',
+          '-k',
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{http_code} %{size_upload}',
+          '-X',
+          String(upload.http_method),
+          ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
+          '--data-binary',
+          `@${rest}`,
+          String(upload.upload_uri),
+        ]),
+      );
+      const [status, uploaded] = sent.stdout.split(' ').map(Number);
+      expect(status, sent.stderr).to.equal(200);
+      const end = await post({ action: 'end', ref: upload.ref });
+      expect(end.size, JSON.stringify(end)).to.equal(SIZE);
+      expect(md5(await read(bob, name))).to.equal(md5(data));
+      report('curl REST restart', uploaded!, SIZE - pending, sent.ms, stored);
+    });
+
     it('across protocols: started with lftp, cut, finished with OpenSSH reput', async () => {
       const name = 'cross.bin';
       const { file, data } = local(name, 5);
