@@ -211,14 +211,14 @@ export class WriteHandle {
     try {
       uploadId = await store.createUpload(blob.blobId);
       // Equal copy parts of at most 5 GiB each, so none is below the 5 MiB minimum.
-      const copies = Math.ceil(keep / MAX_PART);
-      const copySize = Math.ceil(keep / copies);
+      const copySize = Math.ceil(keep / Math.ceil(keep / MAX_PART));
       let partNumber = 0;
       for (let start = 0; start < keep; start += copySize)
         await store.copyPart(blob.blobId, uploadId, ++partNumber, base, {
           start,
           end: Math.min(keep, start + copySize) - 1,
         });
+      const copies = partNumber;
       const hasher = new Hasher();
       for await (const chunk of await this.scope.blobs.open(base, { range: { start: 0, end: keep - 1 } }))
         hasher.update(chunk as Buffer);
