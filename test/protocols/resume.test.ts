@@ -278,6 +278,11 @@ for (const store of ['local', 's3'] as const)
         '',
         OLD,
       );
+      // MLSD (lftp's `cls -l`) shows alice the pending size, bob the old file's 12 bytes.
+      const listing = await run(lftpArgs(`cls -l ${name}`));
+      expect(listing.stdout, listing.stderr).to.match(new RegExp(` ${pending} `));
+      const bobListing = await run(lftpArgs(`cls -l ${name}`).map((a) => a.replace('-u alice,', '-u bob,')));
+      expect(bobListing.stdout, bobListing.stderr).to.match(/ 12 /);
       const [resumed, stored] = await toStore(SIZE - pending, () =>
         run(lftpArgs(`put -c ${file} -o ${name}`).toSpliced(1, 0, '-d')),
       );
