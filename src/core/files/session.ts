@@ -19,6 +19,7 @@ import type { Blobs } from './blobs.ts';
 import { requireUnlocked } from './locks.ts';
 import {
   copyTree,
+  countRows,
   deleteTree,
   ensureFolders,
   getRow,
@@ -31,7 +32,14 @@ import {
   type Entry,
   type ListOptions,
 } from './namespace.ts';
-import { dropPending, ownerOf, pendingAt, pendingEntry, pendingIn } from './pending.ts';
+import {
+  dropPending,
+  ownerOf,
+  pendingAt,
+  pendingEntry,
+  pendingIn,
+  type PendingVersionRow,
+} from './pending.ts';
 import { copyDav, forgetDav, moveDav } from './properties.ts';
 import { StagedWrite } from './staging.ts';
 import { changeTree } from './tree.ts';
@@ -163,12 +171,21 @@ export class FileSession {
         const p = r.type === 'file' ? pending.get(r.path) : undefined;
         return p ? pendingEntry(p, this.visible(r.path)) : toEntry(r, this.visible(r.path));
       });
-      if (pending.size && rows.length < opts.limit) {
-        const search = opts.search?.toLowerCase();
-        for (const p of pending.values()) {
-          if (search && !baseName(p.path).toLowerCase().includes(search)) continue;
-          if (!(await getRow(em, p.path))) entries.push(pendingEntry(p, this.visible(p.path)));
-        }
+      // Pending versions of new files come after the folder's rows, in name order, as if they were
+      // the last rows: a page past the rows holds the rest of them, and the page after is empty.
+      const search = opts.search?.toLowerCase();
+      const extra: PendingVersionRow[] = [];
+      for (const p of [...pending.values()].sort((a, b) => (a.path < b.path ? -1 : 1)))
+        if (!(search && !baseName(p.path).toLowerCase().includes(search)) && !(await getRow(em, p.path)))
+          extra.push(p);
+      if (extra.length && rows.length < opts.limit) {
+        const total =
+          rows.length > 0 || opts.offset === 0
+            ? opts.offset + rows.length
+            : await countRows(em, site, opts.search);
+        const from = Math.max(0, opts.offset - total);
+        const to = opts.offset + opts.limit - total;
+        for (const p of extra.slice(from, to)) entries.push(pendingEntry(p, this.visible(p.path)));
       }
       return entries;
     });

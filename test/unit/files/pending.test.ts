@@ -93,6 +93,21 @@ describe(`pending versions of cut uploads (${dbKind})`, () => {
     expect(md5(await read(bob, path))).to.equal(md5(whole));
   });
 
+  it('pending versions of new files are listed once, after the rows, page by page', async () => {
+    const folder = unique('paged-');
+    await as(alice).mkdir(folder);
+    for (const n of ['a', 'b', 'c']) await as(alice).write(`${folder}/${n}`, Readable.from([Buffer.from(n)]));
+    for (const n of ['p1', 'p2']) await cut(alice, `${folder}/${n}`, pattern(100));
+    const names: string[] = [];
+    for (let offset = 0; offset < 20; offset += 2) {
+      const page = await as(alice).list(folder, { sort: 'path', direction: 'asc', offset, limit: 2 });
+      names.push(...page.map((e) => e.path.slice(folder.length + 1)));
+    }
+    expect(names).to.deep.equal(['a', 'b', 'c', 'p1', 'p2']);
+    const bobs = await as(bob).list(folder, { sort: 'path', direction: 'asc', offset: 0, limit: 100 });
+    expect(bobs.map((e) => e.path.slice(folder.length + 1))).to.deep.equal(['a', 'b', 'c']);
+  });
+
   it('a new upload from offset 0 drops the pending version; two users keep their own', async () => {
     const path = unique('two-') + '.bin';
     await cut(alice, path, pattern(40_000));
