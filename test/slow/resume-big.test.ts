@@ -42,7 +42,13 @@ async function md5Of(stream: Readable): Promise<string> {
 /** partialBytes is the size of the biggest blob being written (`<id>.<owner>.partial`) under `dir`. */
 function partialBytes(dir: string): number {
   let most = 0;
-  for (const name of readdirSync(dir, { recursive: true }) as string[])
+  let names: string[];
+  try {
+    names = readdirSync(dir, { recursive: true }) as string[];
+  } catch {
+    return 0; // no blob written yet
+  }
+  for (const name of names)
     if (name.endsWith('.partial')) {
       const size = statSync(path.join(dir, name), { throwIfNoEntry: false })?.size ?? 0;
       most = Math.max(most, size);
