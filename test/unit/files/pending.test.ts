@@ -163,6 +163,15 @@ describe(`pending versions of cut uploads (${dbKind})`, () => {
     await expectError(as(alice).remove(path), 'not-found/file-not-found');
   });
 
+  it("a pending version counts in its uploader's quota figures (RFC 4331 used bytes), not in others'", async () => {
+    const path = unique('quota-') + '.bin';
+    const before = await t.core.dav.properties.quota(as(alice));
+    const bobBefore = await t.core.dav.properties.quota(as(bob));
+    await cut(alice, path, pattern(54_321));
+    expect((await t.core.dav.properties.quota(as(alice))).used - before.used).to.equal(54_321);
+    expect((await t.core.dav.properties.quota(as(bob))).used).to.equal(bobBefore.used);
+  });
+
   it('site admins list pending versions; other users may not', async () => {
     const path = unique('listed-') + '.bin';
     await cut(alice, path, pattern(12_345));
