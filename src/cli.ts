@@ -1,5 +1,5 @@
 /**
- * The `svc-gateway` command: serve (the default), migrate, users, api-keys, billing. Exit codes: 0 done,
+ * The `svc-gateway` command: serve (the default), migrate, users, api-keys, billing, uploads. Exit codes: 0 done,
  * 1 failed, 2 wrong usage. Only this file and main's signal handling end the process.
  */
 import { readFileSync } from 'node:fs';
@@ -27,6 +27,7 @@ Commands:
                                          L: full, readonly, writeonly, previewonly or admin
   permissions revoke <id>                delete a permission
   billing import <file>                  load invoices and payments (JSON array or CSV); idempotent
+  uploads pending                        list cut uploads kept for resuming: user, path, bytes, expiry
 
 Settings come from config/default.yaml, the file named by SVC_CONFIG and SVC_* variables.`;
 
@@ -259,6 +260,17 @@ async function main(argv: string[]): Promise<number> {
         const permissionId = id(arg, 'permissions revoke');
         await withCore((core) => core.permissions.remove(system, permissionId));
         console.log(`revoked permission ${permissionId}`);
+        return 0;
+      }
+      break;
+    case 'uploads':
+      if (sub === 'pending') {
+        await withCore(async (core) => {
+          for (const v of await core.files.pendingVersions(system))
+            console.log(
+              `${v.username}\t/${v.path}\t${v.size}\t${v.interface}\texpires ${v.expires_at.toISOString()}`,
+            );
+        });
         return 0;
       }
       break;

@@ -197,6 +197,9 @@ const schema = z.object({
   shutdown: z.object({
     grace_seconds: nonNegativeInt,
   }),
+  uploads: z.object({
+    pending_hours: z.coerce.number().positive(),
+  }),
   http: z.object({
     idle_timeout_seconds: positiveInt,
     body_timeout_seconds: positiveInt,
@@ -255,6 +258,7 @@ const envKeys: Record<string, string> = {
   SVC_MAX_CONNECTIONS_PER_ADDRESS: 'limits.max_connections_per_address',
   SVC_MAX_SESSIONS_PER_USER: 'limits.max_sessions_per_user',
   SVC_SHUTDOWN_GRACE_SECONDS: 'shutdown.grace_seconds',
+  SVC_UPLOADS_PENDING_HOURS: 'uploads.pending_hours',
   SVC_CREDENTIAL_CACHE_SECONDS: 'accounts.credential_cache_seconds',
   SVC_LOGIN_WINDOW_SECONDS: 'accounts.login_window_seconds',
   SVC_SITE_ALLOWED_IPS: 'site.allowed_ips',

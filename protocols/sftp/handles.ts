@@ -155,14 +155,19 @@ export class HandleTable {
     return this.handles.values();
   }
 
-  /** releaseAll closes every read stream and aborts every unfinished upload (session ended). */
+  /**
+   * releaseAll closes every read stream and ends every unfinished upload (session ended): a file
+   * its client never closed was cut, and what arrived is kept as the user's pending version for a
+   * resume (OpenSSH `reput`); the file keeps its old content.
+   */
   async releaseAll(): Promise<void> {
     const all = [...this.handles.values()];
     this.handles.clear();
     await Promise.all(
       all.map(async (h) => {
         if (h.kind === 'read') h.cursor?.close();
-        if (h.kind === 'write') await h.staged.abort().catch(() => undefined);
+        if (h.kind === 'write')
+          await (h.detached ? h.staged.abort() : h.staged.suspend()).catch(() => undefined);
       }),
     );
   }

@@ -353,6 +353,40 @@ export const UploadEntity = new EntitySchema<UploadRow>({
   },
 });
 
+/**
+ * PendingVersionRow is what a cut upload kept (issue 20): the bytes that arrived, in a blob this
+ * row owns, seen and resumable only by `user_id`, until `expires_at`.
+ */
+export interface PendingVersionRow {
+  id: string;
+  user_id: number;
+  /** the site path the upload writes */
+  path: string;
+  parent: string;
+  blob_id: string;
+  size: number;
+  /** the interface the bytes last came in on */
+  interface: string;
+  updated_at: Date;
+  expires_at: Date;
+}
+
+export const PendingVersionEntity = new EntitySchema<PendingVersionRow>({
+  name: 'PendingVersion',
+  tableName: 'pending_versions',
+  columns: {
+    id: { type: 'varchar', length: 32, primary: true },
+    user_id: { type: 'integer' },
+    path: { type: 'varchar', length: 600 },
+    parent: { type: 'varchar', length: 600 },
+    blob_id: { type: 'varchar', length: 64 },
+    size: { type: 'bigint', transformer: bigintNumber },
+    interface: { type: 'varchar', length: 20 },
+    updated_at: time(),
+    expires_at: time(),
+  },
+});
+
 /** UploadPartRow is one part the gateway itself received (local store), kept as a blob. */
 export interface UploadPartRow {
   ref: string;
@@ -694,6 +728,7 @@ export const entities = [
   FileEntity,
   UploadEntity,
   UploadPartEntity,
+  PendingVersionEntity,
   BlobGarbageEntity,
   BlobLeaseEntity,
   ClientLoginEntity,

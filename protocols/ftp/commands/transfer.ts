@@ -38,6 +38,27 @@ export function sendOverData(
   });
 }
 
+/**
+ * settled passes an upload's bytes on and ends only once the control connection has had its say:
+ * a client killed mid-upload closes its data connection normally (FIN) and its control connection
+ * at the same moment, and the end of the data must not win the race and complete a truncated file.
+ * A transfer aborted meanwhile (control connection lost, ABOR) fails the stream: a cut.
+ */
+function settled(t: Transfer): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      done(null, chunk);
+    },
+    flush(done) {
+      // Two turns of the event loop: the control connection's end, read in the same poll as the
+      // data's, is handled by then. The core checks the abort again once the bytes are stored.
+      setImmediate(() =>
+        setImmediate(() => done(t.controller.signal.aborted ? new Error('the transfer was aborted') : null)),
+      );
+    },
+  });
+}
+
 function retr(): Command {
   return {
     needsArg: true,
@@ -76,16 +97,17 @@ function store(mode: 'STOR' | 'APPE'): Command {
         c.reply(150, `Opening BINARY mode data connection for /${path}`);
         const socket = await c.data.open(c.tls && c.protectData, t.controller.signal);
         // Only a data connection that ended normally (FIN, or TLS close) ends `body`; a reset or a
-        // close before the end destroys it, so the core discards the upload (DESIGN.md "Uploads").
+        // close before the end destroys it: the file is unchanged, and the core keeps what arrived
+        // as the user's pending version, which SIZE then reports and REST+STOR or APPE resume.
         const body = counter(t);
-        const received = pipeline(socket, body).catch(() => undefined);
+        const received = pipeline(socket, settled(t), body).catch(() => undefined);
         try {
           await upload.send(body, { signal: t.controller.signal });
         } catch (err) {
           if (c.data.lost)
             throw new ReplyError(
               426,
-              'The data connection broke; the upload was discarded, the file is unchanged',
+              'The data connection broke; the file is unchanged, what arrived is kept for resuming',
             );
           // The core drains the rest of a refused body: let the client finish sending, then tell
           // it (lftp cut off mid-send takes the reset for a network error, reconnects and resumes).

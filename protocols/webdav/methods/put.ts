@@ -1,6 +1,9 @@
 /**
  * PUT: the body streamed into the core, committed atomically at its end; a client that goes away
- * mid-way aborts the write and the old content stays. Finder sends `Transfer-Encoding: chunked`
+ * mid-way leaves the old content, and what arrived is kept as the user's pending version of the
+ * path (issue 20): PROPFIND shows that user its size, and a PUT with `Content-Range: bytes N-…`
+ * where N is that size continues it, as Apache mod_dav takes a ranged PUT. Any other N is 416 and
+ * changes nothing; a PUT without Content-Range (or from byte 0) replaces. Finder sends `Transfer-Encoding: chunked`
  * with `X-Expected-Entity-Length` instead of Content-Length: Node decodes the chunks, and the
  * expected length is checked for form (there is no quota to check it against).
  *
@@ -16,8 +19,7 @@ import { preconditions } from './get.ts';
 /** put writes a file. */
 export const put: Method = async (ctx, core: Core) => {
   const { path } = ctx.state;
-  if (ctx.get('Content-Range'))
-    throw new GatewayError('bad-request/request-params-invalid', 'PUT with Content-Range is not supported');
+  const range = contentRange(ctx.get('Content-Range'), ctx.get('Content-Length'));
   const expected = ctx.get('X-Expected-Entity-Length');
   if (expected && !/^\d+$/.test(expected))
     throw new GatewayError('bad-request/request-params-invalid', 'X-Expected-Entity-Length must be a number');
@@ -38,7 +40,11 @@ export const put: Method = async (ctx, core: Core) => {
   ctx.req.once('close', onClose);
   let entry;
   try {
-    entry = await writer.write(path, ctx.req, { signal: abort.signal, ...(mtime ? { mtime } : {}) });
+    entry = await writer.write(path, ctx.req, {
+      signal: abort.signal,
+      ...(mtime ? { mtime } : {}),
+      ...(range && range.start > 0 ? { offset: range.start, resume: true } : {}),
+    });
   } finally {
     ctx.req.off('close', onClose);
   }
@@ -48,6 +54,28 @@ export const put: Method = async (ctx, core: Core) => {
   ctx.body = null;
   ctx.status = existing ? 204 : 201;
 };
+
+/**
+ * contentRange reads a PUT's `Content-Range: bytes first-last/total` (last and total may be `*`):
+ * absent is null; a malformed one, one whose last is not the last byte of the total, or one that
+ * disagrees with Content-Length is 400. A piece in the middle of a file is not taken: the body
+ * must run to the end.
+ */
+export function contentRange(raw: string, length: string): { start: number } | null {
+  if (raw === '') return null;
+  const m = /^bytes (\d{1,16})-(\d{1,16}|\*)\/(\d{1,16}|\*)$/.exec(raw.trim());
+  const bad = (why: string) => new GatewayError('bad-request/request-params-invalid', `Content-Range ${why}`);
+  if (!m) throw bad('must be bytes first-last/total');
+  const start = Number(m[1]);
+  const last = m[2] === '*' ? null : Number(m[2]);
+  const total = m[3] === '*' ? null : Number(m[3]);
+  if (last !== null && last < start) throw bad('ends before it starts');
+  if (last !== null && total !== null && last + 1 !== total)
+    throw bad('must run to the end of the file (only the rest of a cut upload can be sent)');
+  if (last !== null && /^\d+$/.test(length) && Number(length) !== last - start + 1)
+    throw bad('and Content-Length disagree');
+  return { start };
+}
 
 /** mtimeHeader reads X-OC-Mtime: absent is null, anything but unix seconds is 400 (as ownCloud answers). */
 export function mtimeHeader(raw: string): Date | null {

@@ -35,6 +35,7 @@ import {
   BlobGarbageEntity,
   BlobLeaseEntity,
   FileEntity,
+  PendingVersionEntity,
   UploadEntity,
   UploadPartEntity,
 } from '../../db/entities.ts';
@@ -201,7 +202,7 @@ export class Blobs {
 
   /**
    * open leases blob `blobId`, named directly (a signed download URL, the kept bytes of an append,
-   * an upload's parts and kept bytes at its end), and opens it; the lease goes when the stream closes. A blob that was collected is
+   * an upload's parts and kept bytes at its end, a pending version's kept bytes), and opens it; the lease goes when the stream closes. A blob that was collected is
    * file-not-found.
    */
   async open(blobId: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
@@ -213,7 +214,8 @@ export class Blobs {
           (await em.existsBy(FileEntity, { blob_id: blobId })) ||
           (await em.existsBy(BlobGarbageEntity, { blob_id: blobId })) ||
           (await em.existsBy(UploadPartEntity, { blob_id: blobId })) ||
-          (await em.existsBy(UploadEntity, { restart_blob_id: blobId })),
+          (await em.existsBy(UploadEntity, { restart_blob_id: blobId })) ||
+          (await em.existsBy(PendingVersionEntity, { blob_id: blobId })),
       ),
     );
     if (!lease) throw new GatewayError('not-found/file-not-found', 'This file no longer exists');
@@ -312,7 +314,8 @@ export class Blobs {
           (await em.existsBy(FileEntity, { blob_id: blobId })) ||
           (await em.existsBy(UploadPartEntity, { blob_id: blobId })) ||
           (await em.existsBy(UploadEntity, { restart_blob_id: blobId })) ||
-          (await em.existsBy(UploadEntity, { blob_id: blobId }));
+          (await em.existsBy(UploadEntity, { blob_id: blobId })) ||
+          (await em.existsBy(PendingVersionEntity, { blob_id: blobId }));
         const r = await em.delete(BlobGarbageEntity, { blob_id: blobId });
         return !used && r.affected !== 0;
       });

@@ -16,6 +16,7 @@ import { DOWNLOAD_TTL_S, Signer } from './signed.ts';
 import { abandonedBy, STALE_STAGING_MS, sweepStaging, TempOwners } from './staging.ts';
 import path from 'node:path';
 import { Uploads } from './uploads.ts';
+import { expirePending, listPending, type PendingListing } from './pending.ts';
 
 /**
  * STALE_PARTIAL_MS is how long a local store's temporary file of unknown writer (`<id>.partial`,
@@ -52,6 +53,8 @@ export interface FileApi {
   downloadUrl(session: FileSession, path: string): Promise<{ entry: Entry; url: string }>;
   describeSigned(token: string): Omit<SignedDownload, 'stream'>;
   openSigned(token: string, range?: ByteRange, signal?: AbortSignal): Promise<SignedDownload>;
+  /** pendingVersions lists the cut uploads kept for resuming, for a site admin. */
+  pendingVersions(p: Principal): Promise<PendingListing[]>;
 }
 
 /** Files is the core's file service. */
@@ -124,13 +127,21 @@ export class Files implements FileApi {
     return { ...d, stream };
   }
 
+  /** pendingVersions lists the cut uploads kept for resuming (pending.ts), for a site admin. */
+  pendingVersions(p: Principal): Promise<PendingListing[]> {
+    return listPending(this.ctx, p);
+  }
+
   /**
-   * collectGarbage is the safety net behind the prompt reclaim: it expires abandoned uploads, drops
+   * collectGarbage is the safety net behind the prompt reclaim: it expires abandoned uploads and
+   * pending versions of cut uploads past `uploads.pending_hours`, drops
    * expired leases (instances that died) and deletes every garbage blob no row refers to and no
    * live lease holds. Returns how many blobs it deleted.
    */
   async collectGarbage(): Promise<number> {
     await this.uploads.expire();
+    const expired = await expirePending(this.ctx);
+    if (expired) this.ctx.log.info('expired pending versions of cut uploads', { count: expired });
     return this.blobs.collect();
   }
 

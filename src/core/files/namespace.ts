@@ -89,14 +89,7 @@ export async function requireFolder(
 /** listRows reads one page of a folder's children. */
 export async function listRows(em: EntityManager, folder: string, opts: ListOptions): Promise<FileRow[]> {
   const dir = opts.direction === 'desc' ? 'DESC' : 'ASC';
-  // No row has the path '' (the root is synthetic), so parent alone selects the children and
-  // the (parent, …, name) indexes answer the whole query.
-  const qb = em.getRepository(FileEntity).createQueryBuilder('f').where('f.parent = :folder', { folder });
-  if (opts.search) {
-    // ESCAPE makes % and _ in the search text literal on both databases.
-    const search = `%${opts.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    qb.andWhere(`lower(f.name) LIKE :search ESCAPE '\\'`, { search });
-  }
+  const qb = childrenQuery(em, folder, opts.search);
   // A folder's size is null (SPEC: 0 for a folder): first ascending, last descending, on both
   // databases (SQLite and PostgreSQL disagree about where NULLs sort by default).
   if (opts.sort === 'size')
@@ -104,6 +97,23 @@ export async function listRows(em: EntityManager, folder: string, opts: ListOpti
   else if (opts.sort === 'mtime') qb.orderBy('f.mtime', dir).addOrderBy('f.name', dir);
   else qb.orderBy('f.name', dir);
   return qb.skip(opts.offset).take(opts.limit).getMany();
+}
+
+/** countRows counts a folder's entries that `search` selects (all of them without). */
+export function countRows(em: EntityManager, folder: string, search?: string): Promise<number> {
+  return childrenQuery(em, folder, search).getCount();
+}
+
+function childrenQuery(em: EntityManager, folder: string, search?: string) {
+  // No row has the path '' (the root is synthetic), so parent alone selects the children and
+  // the (parent, …, name) indexes answer the whole query.
+  const qb = em.getRepository(FileEntity).createQueryBuilder('f').where('f.parent = :folder', { folder });
+  if (search) {
+    // ESCAPE makes % and _ in the search text literal on both databases.
+    const like = `%${search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    qb.andWhere(`lower(f.name) LIKE :search ESCAPE '\\'`, { search: like });
+  }
+  return qb;
 }
 
 /** hasChildren tells whether a folder holds anything. */

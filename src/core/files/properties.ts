@@ -11,6 +11,7 @@ import type { BlobStore } from './blobstore.ts';
 import { GatewayError } from '../errors.ts';
 import { deleteLocksUnder } from './locks.ts';
 import { getRow, inSubtree } from './namespace.ts';
+import { ownerOf, pendingBytes } from './pending.ts';
 import type { SessionScope } from './scope.ts';
 
 /** DeadProperty is one stored property: its qualified name and its content as XML. */
@@ -129,7 +130,8 @@ export class Properties {
         root,
       );
       const raw = await qb.getRawOne<{ total: string | number }>();
-      return Number(raw?.total ?? 0);
+      // The user's pending versions (cut uploads kept for resuming) take space too.
+      return Number(raw?.total ?? 0) + (await pendingBytes(em, ownerOf(session.principal), root));
     });
     return { used, available: (await this.store.freeBytes?.()) ?? null };
   }

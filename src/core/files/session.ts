@@ -12,13 +12,14 @@ import { requireCapability, type Capability } from '../access/rights.ts';
 import { recordAction, type ActionName } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
-import { isInside, joinPath, normalizeFilePath, parentOf } from '../paths.ts';
+import { baseName, isInside, joinPath, normalizeFilePath, parentOf } from '../paths.ts';
 import type { Principal } from '../principal.ts';
 import type { BlobStore, ByteRange } from './blobstore.ts';
 import type { Blobs } from './blobs.ts';
 import { requireUnlocked } from './locks.ts';
 import {
   copyTree,
+  countRows,
   deleteTree,
   ensureFolders,
   getRow,
@@ -31,6 +32,14 @@ import {
   type Entry,
   type ListOptions,
 } from './namespace.ts';
+import {
+  dropPending,
+  ownerOf,
+  pendingAt,
+  pendingEntry,
+  pendingIn,
+  type PendingVersionRow,
+} from './pending.ts';
 import { copyDav, forgetDav, moveDav } from './properties.ts';
 import { StagedWrite } from './staging.ts';
 import { changeTree } from './tree.ts';
@@ -47,6 +56,8 @@ export interface WriteOptions extends SendOptions {
   offset?: number;
   /** write the body after the whole current content (FTP APPE) */
   append?: boolean;
+  /** `offset` must be the size of the user's pending version, which the body continues (WebDAV Content-Range) */
+  resume?: boolean;
 }
 
 /** Download is an opened file: its entry and a stream of the requested bytes. */
@@ -130,19 +141,53 @@ export class FileSession {
     return recordAction(em, this.principal, { action, path, ...extra });
   }
 
-  /** stat describes a file or folder. */
+  /**
+   * stat describes a file or folder. To a user with a pending version of a file (a cut upload,
+   * pending.ts) it describes that: its size is where a resume starts (FTP SIZE, SFTP stat, …).
+   */
   async stat(path: string): Promise<Entry> {
-    const { site, row } = await this.row(path, 'list');
+    const site = this.site(path);
+    const { row, pending } = await this.ctx.db.read(async (em) => {
+      await requireCapability(em, this.principal, 'list', site, this.show);
+      return { row: await getRow(em, site), pending: await pendingAt(em, ownerOf(this.principal), site) };
+    });
+    if (pending && row?.type !== 'directory') return pendingEntry(pending, this.visible(site));
+    if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
     return toEntry(row, this.visible(site));
   }
 
-  /** list reads one page of a folder's entries. */
+  /**
+   * list reads one page of a folder's entries, as its user sees them: a file with their pending
+   * version has its size, and a pending version of a new file is listed on the last page.
+   */
   async list(path: string, opts: ListOptions): Promise<Entry[]> {
     const site = this.site(path);
     return this.ctx.db.read(async (em) => {
       await requireCapability(em, this.principal, 'list', site, this.show);
       await requireFolder(em, site, 'not-found/folder-not-found', this.show);
-      return (await listRows(em, site, opts)).map((r) => toEntry(r, this.visible(r.path)));
+      const rows = await listRows(em, site, opts);
+      const pending = new Map((await pendingIn(em, ownerOf(this.principal), site)).map((p) => [p.path, p]));
+      const entries = rows.map((r) => {
+        const p = r.type === 'file' ? pending.get(r.path) : undefined;
+        return p ? pendingEntry(p, this.visible(r.path)) : toEntry(r, this.visible(r.path));
+      });
+      // Pending versions of new files come after the folder's rows, in name order, as if they were
+      // the last rows: a page past the rows holds the rest of them, and the page after is empty.
+      const search = opts.search?.toLowerCase();
+      const extra: PendingVersionRow[] = [];
+      for (const p of [...pending.values()].sort((a, b) => (a.path < b.path ? -1 : 1)))
+        if (!(search && !baseName(p.path).toLowerCase().includes(search)) && !(await getRow(em, p.path)))
+          extra.push(p);
+      if (extra.length && rows.length < opts.limit) {
+        const total =
+          rows.length > 0 || opts.offset === 0
+            ? opts.offset + rows.length
+            : await countRows(em, site, opts.search);
+        const from = Math.max(0, opts.offset - total);
+        const to = opts.offset + opts.limit - total;
+        for (const p of extra.slice(from, to)) entries.push(pendingEntry(p, this.visible(p.path)));
+      }
+      return entries;
     });
   }
 
@@ -184,6 +229,13 @@ export class FileSession {
       await requireCapability(em, this.principal, 'delete', site, this.show);
       await this.unlocked(em, site, true);
       const row = await getRow(em, site);
+      // Deleting a path also gives up the caller's own cut upload of it (pending.ts), which is all
+      // there is of a new file to its uploader.
+      const user = ownerOf(this.principal);
+      if (row?.type !== 'directory' && (await pendingAt(em, user, site))) {
+        await dropPending(em, user, site);
+        if (!row) return;
+      }
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
       if (row.type === 'directory' && !opts.recursive && (await hasChildren(em, site))) {
         throw new GatewayError('processing-failure/folder-not-empty', `/${this.visible(site)} is not empty`);
@@ -349,7 +401,10 @@ export class FileSession {
    * the parent are checked now, before any byte moves. `offset` or `append` keep bytes of the
    * current content before the body (FTP REST+STOR, APPE).
    */
-  openWrite(path: string, opts: { offset?: number; append?: boolean } = {}): Promise<WriteHandle> {
+  openWrite(
+    path: string,
+    opts: { offset?: number; append?: boolean; resume?: boolean } = {},
+  ): Promise<WriteHandle> {
     return WriteHandle.open(this.scope, path, opts);
   }
 
@@ -361,12 +416,18 @@ export class FileSession {
    */
   async stage(path: string, opts: { truncate: boolean; signal?: AbortSignal }): Promise<StagedWrite> {
     const handle = await this.openWrite(path);
+    const signal = opts.signal ? { signal: opts.signal } : {};
     try {
-      const current =
-        !opts.truncate && (handle.existing?.size ?? 0) > 0
-          ? (await this.openRead(path, { record: false, ...(opts.signal ? { signal: opts.signal } : {}) }))
-              .stream
-          : null;
+      // The user's pending version, when there is one, is the current content (OpenSSH `reput`
+      // opens without TRUNC and writes from its size on); a truncating open is a new upload.
+      if (opts.truncate) await handle.discardPending();
+      const current = opts.truncate
+        ? null
+        : handle.pending
+          ? await this.blobs.open(handle.pending.blob_id, signal)
+          : (handle.existing?.size ?? 0) > 0
+            ? (await this.openRead(path, { record: false, ...signal })).stream
+            : null;
       return await StagedWrite.open(handle, stagingDir(this.ctx.config.data_dir), current, opts.truncate);
     } catch (err) {
       await handle.abort();
@@ -385,6 +446,7 @@ export class FileSession {
       handle = await this.openWrite(path, {
         ...(opts.offset !== undefined ? { offset: opts.offset } : {}),
         ...(opts.append ? { append: true } : {}),
+        ...(opts.resume ? { resume: true } : {}),
       });
     } catch (err) {
       body.resume();

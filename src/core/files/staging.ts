@@ -177,6 +177,14 @@ export class StagedWrite {
   // fail with this same error at once, so a client's pipelined WRITEs after the first make no
   // more I/O and the front end can tell it is one failed upload, not many (issue 12).
   private full: GatewayError | null = null;
+  // How far the content is written without a hole (`prefix`), and the completed writes beyond it
+  // (start -> end): pipelined WRITEs complete out of order, and a cut keeps only the bytes up to
+  // the first hole, so a client resuming at the pending size never leaves zeros in the file.
+  private prefix = 0;
+  private readonly ahead = new Map<number, number>();
+  // The bytes of the user's pending version this write started from, while nothing changed them:
+  // object storage then keeps them as parts and only what follows is uploaded at the commit.
+  private pendingKept = 0;
 
   private constructor(
     private readonly handle: WriteHandle,
@@ -220,6 +228,7 @@ export class StagedWrite {
     // A new file, or a truncated one, exists from the moment it is opened (as on a disk), but
     // only as an empty commit at close: nothing is written to the namespace before then.
     staged.dirty = truncate || !handle.existing;
+    if (!truncate && handle.pending) staged.pendingKept = staged.size;
     return staged;
   }
 
@@ -227,6 +236,7 @@ export class StagedWrite {
   async writeAt(offset: number, data: Uint8Array): Promise<void> {
     this.live();
     if (this.full) throw this.full;
+    if (offset < this.pendingKept) this.pendingKept = 0;
     // Hashed before the await, so pipelined writes are hashed in the order they were issued.
     if (this.md5 && offset === this.hashedUpTo) {
       this.md5.update(data);
@@ -246,6 +256,25 @@ export class StagedWrite {
     }
     this.size = Math.max(this.size, offset + data.length);
     this.dirty = true;
+    this.written(offset, offset + data.length);
+  }
+
+  /** written notes that [start, end) holds what the client sent, and moves the hole-free prefix. */
+  private written(start: number, end: number): void {
+    if (start > this.prefix) {
+      this.ahead.set(start, Math.max(end, this.ahead.get(start) ?? 0));
+      return;
+    }
+    this.prefix = Math.max(this.prefix, end);
+    for (let moved = true; moved;) {
+      moved = false;
+      for (const [s, e] of this.ahead)
+        if (s <= this.prefix) {
+          this.ahead.delete(s);
+          this.prefix = Math.max(this.prefix, e);
+          moved = true;
+        }
+    }
   }
 
   /**
@@ -280,19 +309,24 @@ export class StagedWrite {
     return !this.done;
   }
 
-  /** isNew tells whether the file did not exist when this write was opened. */
+  /** isNew tells whether the file did not exist when this write was opened (not even as the user's pending version). */
   get isNew(): boolean {
-    return this.handle.existing === null;
+    return this.handle.existing === null && this.handle.pending === null;
   }
 
   /** truncate sets the content's size (SFTP SETSTAT size; `scp` truncates after writing). */
   async truncate(size: number): Promise<void> {
     this.live();
     if (size !== this.hashedUpTo) this.md5 = null;
+    if (size < this.pendingKept) this.pendingKept = 0;
     await this.fh.truncate(size).catch((err: unknown) => {
       throw this.classify(err);
     });
     this.size = size;
+    this.prefix = Math.min(this.prefix, size);
+    for (const [s, e] of this.ahead)
+      if (s >= size) this.ahead.delete(s);
+      else this.ahead.set(s, Math.min(e, size));
     this.dirty = true;
   }
 
@@ -335,20 +369,57 @@ export class StagedWrite {
     try {
       await this.fh.close();
       const mtime = this.mtime ? { mtime: this.mtime } : {};
+      // A resume that only added bytes after the pending version's: on object storage those are
+      // the only ones uploaded.
+      const kept = this.pendingKept;
+      const resumed =
+        kept > 0 && (await this.handle.putOnPending(() => createReadStream(this.file, { start: kept })));
       // Written in order: the hashes are known and the staged file itself can become the blob.
       const adopted =
-        this.md5 &&
-        this.hashedUpTo === this.size &&
-        (await this.handle.putFile(this.file, {
-          md5: this.md5.digest('hex'),
-          crc32: (this.crc >>> 0).toString(16).padStart(8, '0'),
-        }));
+        resumed ||
+        (this.md5 &&
+          this.hashedUpTo === this.size &&
+          (await this.handle.putFile(this.file, {
+            md5: this.md5.digest('hex'),
+            crc32: (this.crc >>> 0).toString(16).padStart(8, '0'),
+          })));
       if (!adopted)
         await this.handle.put(createReadStream(this.file), opts.signal ? { signal: opts.signal } : {});
       return await this.handle.commit(mtime);
     } catch (err) {
       await this.handle.abort();
       throw err;
+    } finally {
+      await rm(this.file, { force: true });
+    }
+  }
+
+  /**
+   * suspend ends a write whose client went away without CLOSE: the content up to the first hole
+   * becomes the user's pending version of the path (write.ts suspend, pending.ts), which OpenSSH's
+   * `reput` or WinSCP's resume continue; the file keeps its old content. Nothing written, or a
+   * full staging disk: abort. Safe to call twice.
+   */
+  async suspend(): Promise<boolean> {
+    if (this.done) return false;
+    if (!this.dirty || this.full || this.prefix === 0) {
+      await this.abort();
+      return false;
+    }
+    this.done = true;
+    try {
+      await this.fh.truncate(this.prefix);
+      await this.fh.close();
+      const kept = this.prefix >= this.pendingKept ? this.pendingKept : 0;
+      const adopted =
+        (kept > 0 && (await this.handle.putOnPending(() => createReadStream(this.file, { start: kept })))) ||
+        (await this.handle.putFile(this.file, { md5: null, crc32: null }));
+      if (!adopted) await this.handle.put(createReadStream(this.file));
+      return await this.handle.suspend();
+    } catch {
+      await this.fh.close().catch(() => undefined);
+      await this.handle.abort();
+      return false;
     } finally {
       await rm(this.file, { force: true });
     }

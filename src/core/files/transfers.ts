@@ -21,10 +21,15 @@ export class Hasher extends Transform {
   bytes = 0;
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    this.update(chunk);
+    done(null, chunk);
+  }
+
+  /** update hashes bytes that do not pass through (kept bytes stored elsewhere already). */
+  update(chunk: Buffer): void {
     this.md5.update(chunk);
     this.crc = crc32(chunk, this.crc);
     this.bytes += chunk.length;
-    done(null, chunk);
   }
 
   /** digest gives the hex md5 and crc32 (8 hex digits) once the stream has ended. */

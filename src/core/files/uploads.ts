@@ -84,13 +84,16 @@ export class Uploads {
   /** start opens an upload of `path`; `restart` keeps that many bytes of the current content. */
   async start(session: FileSession, path: string, restart?: number): Promise<Upload> {
     const handle = await session.openWrite(path);
-    const { site, existing } = handle;
+    const { site, existing, pending } = handle;
     await handle.abort(); // only its checks were wanted: the end opens its own
     const keep = restart ?? 0;
-    if (!Number.isInteger(keep) || keep < 0 || keep > (existing?.size ?? 0)) {
+    // To a user with a cut upload of the path (pending.ts), the current content is that pending
+    // version, whose size their stat shows: a restart continues it.
+    const current = pending ? { size: pending.size, blob_id: pending.blob_id } : existing;
+    if (!Number.isInteger(keep) || keep < 0 || keep > (current?.size ?? 0)) {
       throw new GatewayError(
         'bad-request/invalid-upload-offset',
-        `restart must be from 0 to the current size, ${existing?.size ?? 0}`,
+        `restart must be from 0 to the current size, ${current?.size ?? 0}`,
       );
     }
     // S3 copies kept bytes into parts of their own, but no part but the last may be under 5 MiB.
@@ -106,7 +109,7 @@ export class Uploads {
       const copySize = Math.ceil(keep / Math.max(reserved, 1));
       for (let i = 0; i < reserved; i++) {
         const start = i * copySize;
-        await this.store.copyPart(blobId, storeUploadId, i + 1, existing!.blob_id!, {
+        await this.store.copyPart(blobId, storeUploadId, i + 1, current!.blob_id!, {
           start,
           end: Math.min(keep, start + copySize) - 1,
         });
@@ -123,7 +126,7 @@ export class Uploads {
       blob_id: blobId,
       store_upload_id: storeUploadId,
       restart: keep,
-      restart_blob_id: keep > 0 ? existing!.blob_id : null,
+      restart_blob_id: keep > 0 ? current!.blob_id : null,
       reserved_parts: reserved,
       created_at: new Date(),
       expires_at: new Date(Date.now() + UPLOAD_LIFETIME_MS),

@@ -8,12 +8,14 @@
  *   commit  one tree change (tree.ts) that checks again, points the row at the blob, marks the old
  *           blob garbage and records the Action
  *   abort   give up: the owned blob becomes garbage, the file keeps its old content
+ *   suspend a cut upload: the bytes that arrived become the user's pending version of the path
+ *           (pending.ts), which a later write of that user resumes; the file keeps its old content
  *
  * This is the only code that inserts or updates a file row's content, and a handle gives up only a
  * blob it owns: an adopted blob stays with its owner whatever happens, so a failed commit can be
  * retried (issue 11: a retried `end` must never name a deleted blob).
  */
-import { finished, PassThrough, type Readable } from 'node:stream';
+import { finished, PassThrough, Readable } from 'node:stream';
 import type { EntityManager } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { requireCapability } from '../access/rights.ts';
@@ -21,13 +23,18 @@ import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, isStorageFull } from '../errors.ts';
 import { baseName, parentOf } from '../paths.ts';
-import type { BlobStore } from './blobstore.ts';
+import { isMultipartStore, type BlobStore, type MultipartBlobStore, type UploadedPart } from './blobstore.ts';
 import { markGarbage, type Blobs, type NewBlob } from './blobs.ts';
 import { requireUnlocked } from './locks.ts';
 import { getRow, requireFolder, toEntry, type Entry } from './namespace.ts';
+import { dropPending, ownerOf, pendingAt, recordPending, type PendingVersionRow } from './pending.ts';
 import type { SessionScope } from './scope.ts';
 import { changeTree } from './tree.ts';
 import { concat, Hasher } from './transfers.ts';
+import { MAX_PART, MIN_PART } from './uploads.ts';
+
+/** RESUME_PART is the size of the parts a resumed upload's new bytes go to object storage in. */
+const RESUME_PART = 8 * 1024 * 1024;
 
 /** WriteScope is what a handle needs of the session that opened it. */
 export interface WriteScope extends SessionScope {
@@ -67,28 +74,50 @@ export class WriteHandle {
     readonly existing: FileRow | null,
     /** bytes of the current content kept before the body (FTP REST+STOR, APPE) */
     private readonly keep: number,
-  ) {}
+    /** the opener's pending version of the path when the handle was opened (pending.ts) */
+    readonly pending: PendingVersionRow | null,
+    /** the blob the kept bytes come from: the pending version's when resuming it, else the file's */
+    private readonly base: string | null,
+  ) {
+    this.opened = target;
+  }
+
+  /** the site path the handle was opened for (its pending version is there) */
+  private readonly opened: string;
 
   /**
    * open checks that `path` may be written: the write right, no WebDAV lock without its token, the
    * parent is a folder, the path is not a folder. `offset` keeps that many bytes of the current
-   * content before the body, `append` all of it.
+   * content before the body, `append` all of it. The current content is, to a user who has a
+   * pending version of the path, that pending version: a write at an offset resumes it.
    */
   static async open(
     scope: WriteScope,
     path: string,
-    opts: { offset?: number; append?: boolean } = {},
+    opts: { offset?: number; append?: boolean; resume?: boolean } = {},
   ): Promise<WriteHandle> {
     const site = scope.site(path);
-    const existing = await scope.ctx.db.read((em) => WriteHandle.check(scope, em, site));
-    const size = existing?.size ?? 0;
+    const { existing, pending } = await scope.ctx.db.read(async (em) => ({
+      existing: await WriteHandle.check(scope, em, site),
+      pending: await pendingAt(em, ownerOf(scope.principal), site),
+    }));
+    const size = pending?.size ?? existing?.size ?? 0;
     const keep = opts.append ? size : (opts.offset ?? 0);
+    // `resume` (WebDAV Content-Range) continues the user's pending version exactly where it ends.
+    if (opts.resume && (!pending || keep !== pending.size))
+      throw new GatewayError(
+        'processing-failure/invalid-range',
+        pending
+          ? `The cut upload of /${scope.visible(site)} continues at byte ${pending.size}, not ${keep}`
+          : `/${scope.visible(site)} has no cut upload to continue`,
+      );
     if (!Number.isInteger(keep) || keep < 0 || keep > size)
       throw new GatewayError(
         'bad-request/invalid-upload-offset',
         `The offset ${keep} is beyond the file's ${size} bytes`,
       );
-    return new WriteHandle(scope, site, existing, keep);
+    const base = keep > 0 ? (pending ? pending.blob_id : existing!.blob_id) : null;
+    return new WriteHandle(scope, site, existing, keep, pending, base);
   }
 
   /** check runs open's checks of `site` in a unit of work and returns the row there. */
@@ -163,6 +192,86 @@ export class WriteHandle {
     this.content = { blobId: blob.blobId, size: hasher.bytes, ...hasher.digest() };
   }
 
+  /**
+   * putAfterParts makes the handle's new blob on object storage from `keep` bytes of blob `base`,
+   * copied as parts inside the store, then `tail` in parts of RESUME_PART. The md5 and crc32 are of
+   * the whole: the kept bytes are read back for them (a read, not an upload), then the new ones.
+   */
+  private async putAfterParts(
+    store: MultipartBlobStore,
+    base: string,
+    keep: number,
+    tail: Readable,
+  ): Promise<void> {
+    this.live();
+    const blob = await this.scope.blobs.create().catch((err: unknown) => {
+      throw this.noteFull(err);
+    });
+    let uploadId: string | null = null;
+    try {
+      uploadId = await store.createUpload(blob.blobId);
+      // Equal copy parts of at most 5 GiB each, so none is below the 5 MiB minimum.
+      const copySize = Math.ceil(keep / Math.ceil(keep / MAX_PART));
+      let partNumber = 0;
+      for (let start = 0; start < keep; start += copySize)
+        await store.copyPart(blob.blobId, uploadId, ++partNumber, base, {
+          start,
+          end: Math.min(keep, start + copySize) - 1,
+        });
+      const copies = partNumber;
+      const hasher = new Hasher();
+      for await (const chunk of await this.scope.blobs.open(base, { range: { start: 0, end: keep - 1 } }))
+        hasher.update(chunk as Buffer);
+      const sent: UploadedPart[] = [];
+      let buffered: Buffer[] = [];
+      let pendingSize = 0;
+      const flush = async () => {
+        if (pendingSize === 0) return;
+        const data = Buffer.concat(buffered, pendingSize);
+        buffered = [];
+        pendingSize = 0;
+        sent.push(
+          await store.putPart(blob.blobId, uploadId!, ++partNumber, Readable.from([data]), {
+            size: data.length,
+          }),
+        );
+      };
+      for await (const chunk of tail as AsyncIterable<Buffer>) {
+        hasher.update(chunk);
+        buffered.push(chunk);
+        pendingSize += chunk.length;
+        if (pendingSize >= RESUME_PART) await flush();
+      }
+      await flush();
+      const copied = (await store.listParts(blob.blobId, uploadId)).filter((p) => p.partNumber <= copies);
+      const { size } = await store.complete(blob.blobId, uploadId, [...copied, ...sent]);
+      uploadId = null;
+      await this.release();
+      this.owned = blob;
+      this.content = { blobId: blob.blobId, size, ...hasher.digest() };
+      if (size !== hasher.bytes)
+        throw new Error(`resumed object has ${size} bytes, ${hasher.bytes} were hashed`);
+    } catch (err) {
+      if (uploadId) await store.abortUpload(blob.blobId, uploadId).catch(() => undefined);
+      if (this.owned !== blob) await this.scope.blobs.discard(blob.blobId, blob);
+      throw this.noteFull(err);
+    }
+  }
+
+  /**
+   * putOnPending makes the handle's new blob from the opener's pending version followed by `tail`,
+   * when the store can join them without sending the pending bytes again (object storage, and a
+   * pending version of at least S3's minimum part size); else it returns false and does nothing.
+   * SFTP's staged resume (OpenSSH `reput`) on S3 commits this way.
+   */
+  async putOnPending(tail: () => Readable): Promise<boolean> {
+    const store = this.scope.store;
+    const pending = this.pending;
+    if (!pending || pending.size < MIN_PART || !isMultipartStore(store)) return false;
+    await this.putAfterParts(store, pending.blob_id, pending.size, tail());
+    return true;
+  }
+
   /** putFile makes the local file `file`, whose facts are known, the handle's new blob (store.adopt). */
   async putFile(file: string, facts: Omit<BlobFacts, 'size'>): Promise<boolean> {
     this.live();
@@ -195,18 +304,42 @@ export class WriteHandle {
    */
   async send(body: Readable, opts: SendOptions = {}): Promise<Entry> {
     const keep = this.keep;
-    const old = this.existing;
+    const base = this.base;
+    // A user's upload may be resumed: a cut (the body failed or closed early, or the signal
+    // aborted) ends the stream where it stopped, and what arrived is kept as pending. A site-wide
+    // key's upload (nobody to resume it) is discarded as before.
+    const resumable = ownerOf(this.scope.principal) !== null;
+    if (resumable && keep === 0) await this.discardPending();
+    const cut = resumable ? untilCut(body, opts.signal) : null;
     // The body reaches the kept bytes' concatenation through a pipe, so a failure can destroy the
     // concatenation and still drain the client's stream.
+    const tail = cut ? cut.stream : keep > 0 ? follow(body) : body;
+    const store = this.scope.store;
+    // Resuming on object storage: the kept bytes become parts of the new object inside the store
+    // (UploadPartCopy), never sent again. Only S3's 5 MiB minimum part size keeps a smaller pending
+    // version on the general path below, which sends its bytes once more, as uploads.ts does.
+    const onParts =
+      cut && this.pending && base === this.pending.blob_id && keep >= MIN_PART && isMultipartStore(store);
     const source =
-      keep > 0
-        ? concat([
-            () => this.scope.blobs.open(old!.blob_id!, { range: { start: 0, end: keep - 1 } }),
-            () => follow(body),
-          ])
-        : body;
+      keep > 0 && !onParts
+        ? concat([() => this.scope.blobs.open(base!, { range: { start: 0, end: keep - 1 } }), () => tail])
+        : tail;
     try {
-      await this.put(source, { drain: source === body, ...(opts.signal ? { signal: opts.signal } : {}) });
+      if (onParts) await this.putAfterParts(store, base!, keep, tail);
+      else
+        await this.put(source, {
+          drain: source === body,
+          ...(opts.signal && !cut ? { signal: opts.signal } : {}),
+        });
+      // A signal that fired while the bytes were being stored cuts too: an FTP client killed mid-way
+      // closes its data connection normally (FIN) and its control connection at the same moment.
+      if (cut?.happened() || (cut && opts.signal?.aborted)) {
+        await this.suspend();
+        throw new GatewayError(
+          'processing-failure/file-not-uploaded',
+          'The upload was cut off; the file is unchanged, and what arrived is kept for resuming',
+        );
+      }
       return await this.commit(opts.mtime ? { mtime: opts.mtime } : {});
     } catch (err) {
       if (source !== body) {
@@ -234,9 +367,12 @@ export class WriteHandle {
     const owned = this.owned;
     const { scope } = this;
     try {
-      return await changeTree(scope.ctx, { changes: [site] }, async (em) => {
+      const changes = site === this.opened ? [site] : [site, this.opened];
+      return await changeTree(scope.ctx, { changes }, async (em) => {
         if (owned) await scope.blobs.settle(em, owned);
         const row = await WriteHandle.check(scope, em, site);
+        // The upload completed: the pending version it resumed (or replaced) is done with.
+        for (const p of changes) await dropPending(em, ownerOf(scope.principal), p);
         const values = {
           size: content.size,
           md5: content.md5,
@@ -299,6 +435,42 @@ export class WriteHandle {
     return err;
   }
 
+  /**
+   * suspend ends a cut upload: the handle's content (the bytes kept and those that arrived) becomes
+   * the user's pending version of the path, replacing the one before; the file is unchanged.
+   * Without a user, or with no byte, it is abort. Resolves whether something was kept.
+   */
+  async suspend(): Promise<boolean> {
+    const content = this.content;
+    const owned = this.owned;
+    this.done = true;
+    if (!content || !owned || content.size === 0 || ownerOf(this.scope.principal) === null) {
+      await this.release();
+      return false;
+    }
+    const { scope } = this;
+    try {
+      await changeTree(scope.ctx, { changes: [this.target] }, async (em) => {
+        await scope.blobs.settle(em, owned);
+        await recordPending(scope.ctx, em, scope.principal, this.target, owned.blobId, content.size);
+      });
+    } catch (err) {
+      scope.ctx.log.warn('keeping a cut upload failed', { path: `/${this.target}`, error: String(err) });
+      await this.release();
+      return false;
+    }
+    this.owned = null;
+    this.content = null;
+    return true;
+  }
+
+  /** discardPending drops the opener's pending version of the path: a new upload starts from offset 0. */
+  async discardPending(): Promise<void> {
+    if (!this.pending) return;
+    const user = ownerOf(this.scope.principal);
+    await changeTree(this.scope.ctx, { changes: [this.opened] }, (em) => dropPending(em, user, this.opened));
+  }
+
   /** abort gives up the handle: its own blob, if any, becomes garbage. Safe to call twice. */
   async abort(): Promise<void> {
     this.done = true;
@@ -317,6 +489,28 @@ export class WriteHandle {
     if (this.done)
       throw new GatewayError('processing-failure/file-not-uploaded', 'This upload is already closed');
   }
+}
+
+/**
+ * untilCut pipes `body` into a stream that ends, rather than fails, where `body` failed, closed
+ * early or `signal` aborted, and tells afterwards whether that happened: the bytes that arrived
+ * before a cut are whole and in order, and become a pending version (suspend).
+ */
+function untilCut(body: Readable, signal?: AbortSignal): { stream: Readable; happened: () => boolean } {
+  const tail = new PassThrough();
+  let cut = false;
+  const stop = () => {
+    if (tail.writableEnded || tail.destroyed) return;
+    cut = true;
+    body.unpipe(tail);
+    tail.end();
+  };
+  finished(body, (err) => {
+    if (err) stop();
+  });
+  signal?.addEventListener('abort', stop, { once: true });
+  body.pipe(tail);
+  return { stream: tail, happened: () => cut };
 }
 
 /**

@@ -8,6 +8,7 @@ import { BlobLeases1764547200000 } from './0007-blob-leases.ts';
 import { ActionHistoryIndexes1764633600000 } from './0008-action-history-indexes.ts';
 import { ClientLogins1764806400000 } from './0009-client-logins.ts';
 import { PathFieldsForm1764892800000 } from './0010-path-fields-form.ts';
+import { PendingVersions1764979200000 } from './0011-pending-versions.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -21,4 +22,5 @@ export const migrations = [
   ActionHistoryIndexes1764633600000,
   ClientLogins1764806400000,
   PathFieldsForm1764892800000,
+  PendingVersions1764979200000,
 ];
