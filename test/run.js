@@ -37,6 +37,8 @@ const DEBIAN_CLIENTS = [
   { command: 'git', package: 'git' },
   { command: 'rsync', package: 'rsync' },
   { command: 'sqlite3', package: 'sqlite3' },
+  // The web interface's suite drives Debian's chromium through playwright-core.
+  { command: 'chromium', package: 'chromium' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];
