@@ -33,13 +33,14 @@ import { permissionRoutes } from './routes/permissions.ts';
 import { publicKeyRoutes } from './routes/public_keys.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
+import { zipRoutes } from './routes/zip.ts';
 
 /** API_PREFIX is where SPEC's versioned API lives. */
 export const API_PREFIX = '/api/rest/v1';
 
 // On /files and /folders an extension is part of the file name (SPEC), never a format; so it is
 // on /history/files and /history/folders, whose rest is a path too.
-const fileTree = /^\/(history\/)?(files|folders)(\/|$)/;
+const fileTree = /^\/(history\/)?(files|folders|zip)(\/|$)/;
 
 function accountRoutes(router: RestRouter, core: Core): void {
   userRoutes(router, core);
@@ -215,6 +216,7 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
       // The file tree is in the versioned API only; the earlier form covers accounts.
       folderRoutes(guarded, core);
       fileRoutes(guarded, core);
+      zipRoutes(guarded, core);
     }
     app.use(guarded.routes()).use(guarded.allowedMethods());
   };

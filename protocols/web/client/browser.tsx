@@ -204,22 +204,37 @@ export function Browser(props: { home: string }) {
   const sortBy = (key: SortKey) =>
     setSort((s) => ({ key, dir: s.key === key && s.dir === 'asc' ? 'desc' : 'asc' }));
 
-  const download = async (entry: Entry) => {
+  /** save hands a URL of our own origin to the browser's downloads. */
+  const save = (href: string, name: string) => {
+    const a = document.createElement('a');
+    a.href = href;
+    a.download = name;
+    document.body.append(a);
+    a.click();
+    a.remove();
+  };
+
+  /** download saves one file as itself, and folders or several items as one zip the server streams. */
+  const download = async (list: Entry[]) => {
     setError('');
-    try {
-      const { data } = await request<Entry & { download_uri: string }>(
-        'GET',
-        `${API}/files/${encodePath(entry.path)}`,
-      );
-      const a = document.createElement('a');
-      a.href = sameOrigin(data.download_uri);
-      a.download = nameOf(entry.path);
-      document.body.append(a);
-      a.click();
-      a.remove();
-    } catch (err) {
-      fail(err);
+    const only = list.length === 1 ? list[0]! : null;
+    if (only?.type === 'file') {
+      try {
+        const { data } = await request<Entry & { download_uri: string }>(
+          'GET',
+          `${API}/files/${encodePath(only.path)}`,
+        );
+        save(sameOrigin(data.download_uri), nameOf(only.path));
+      } catch (err) {
+        fail(err);
+      }
+      return;
     }
+    const whole = only ? only.path : folder;
+    const query = only
+      ? ''
+      : `?${list.map((e) => `entries[]=${encodeURIComponent(nameOf(e.path))}`).join('&')}`;
+    save(`${API}/zip/${encodePath(whole)}${query}`, `${nameOf(whole) || 'files'}.zip`);
   };
 
   const createFolder = async (name: string) => {
@@ -388,11 +403,7 @@ export function Browser(props: { home: string }) {
           </>
         )}
         {can('read') && (
-          <button
-            type="button"
-            disabled={!single || single.type !== 'file'}
-            onClick={() => single && download(single)}
-          >
+          <button type="button" disabled={chosen.length === 0} onClick={() => download(chosen)}>
             Download
           </button>
         )}

@@ -52,6 +52,13 @@ function raw(
 
 const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex');
 
+/** unzip reads one member of a zip file with Info-ZIP's unzip (an independent reader). */
+function unzip(zipFile: string, member: string): Buffer {
+  const r = spawnSync('unzip', ['-p', zipFile, member], { maxBuffer: 64 * 1024 * 1024 });
+  if (r.status !== 0) throw new Error(`unzip -p ${member}: ${r.stderr.toString()}`);
+  return r.stdout;
+}
+
 interface Action {
   action: string;
   interface: string;
@@ -259,7 +266,7 @@ interface Action {
       await row(page, 'made-here').waitFor();
     });
 
-    it('creates a folder; uploads by picker in parts (md5 checked through REST); downloads it back', async () => {
+    it('creates a folder; uploads by picker in parts (md5 checked through REST); downloads a file and zips', async () => {
       const page = await signIn('alice');
       await page.getByRole('button', { name: 'New folder' }).click();
       await page.getByLabel('Folder name').fill('reports');
@@ -301,6 +308,27 @@ interface Action {
       const saved = path.join(work, 'downloaded.bin');
       await download.saveAs(saved);
       expect(md5(readFileSync(saved))).to.equal(md5(data));
+
+      // A selection of two, then the whole folder from its parent: one zip each, streamed by the server.
+      await page.getByRole('checkbox', { name: 'Select notes.txt' }).check();
+      const zipped = async () => {
+        const [zipDownload] = await Promise.all([
+          page.waitForEvent('download'),
+          page.getByRole('button', { name: 'Download' }).click(),
+        ]);
+        const file = path.join(work, zipDownload.suggestedFilename());
+        await zipDownload.saveAs(file);
+        return file;
+      };
+      const selection = await zipped();
+      expect(path.basename(selection)).to.equal('reports.zip');
+      expect(unzip(selection, 'notes.txt').toString()).to.equal('hello from the browser\n');
+      expect(md5(unzip(selection, 'big report.bin'))).to.equal(md5(data));
+      await page.getByRole('button', { name: 'alice' }).click();
+      await page.getByRole('checkbox', { name: 'Select reports' }).check();
+      const whole = await zipped();
+      expect(md5(unzip(whole, 'big report.bin'))).to.equal(md5(data));
+      expect(unzip(whole, 'notes.txt').toString()).to.equal('hello from the browser\n');
 
       const actions = (await history()).filter(
         (a) => a.username === 'alice' && a.path.startsWith('alice/reports'),
