@@ -333,7 +333,9 @@ export function Browser(props: { home: string }) {
     void startUploads([...(e.dataTransfer?.files ?? [])]);
   };
 
-  const segments = folder ? folder.split('/') : [];
+  // Breadcrumbs start at Home (the user's root); a folder outside it shows its whole path.
+  const base = home && (folder === home || folder.startsWith(`${home}/`)) ? home : '';
+  const segments = (base ? folder.slice(base.length) : folder).split('/').filter(Boolean);
   const first = Math.max(0, Math.floor(scrollTop / ROW_HEIGHT) - OVERSCAN);
   const last = Math.min(entries.length, Math.ceil((scrollTop + viewport) / ROW_HEIGHT) + OVERSCAN);
   const totalSize = uploads.reduce((s, u) => s + u.size, 0);
@@ -369,7 +371,7 @@ export function Browser(props: { home: string }) {
               <button
                 type="button"
                 class="link"
-                onClick={() => open(segments.slice(0, i + 1).join('/'))}
+                onClick={() => open([base, ...segments.slice(0, i + 1)].filter(Boolean).join('/'))}
                 aria-current={i === segments.length - 1 ? 'page' : undefined}
               >
                 {s}

@@ -278,7 +278,7 @@ interface Action {
 
       await page.getByRole('button', { name: 'reports' }).click();
       await page.getByRole('navigation', { name: 'Breadcrumbs' }).getByText('reports').waitFor();
-      // 12 MiB: three parts of the multi-step upload.
+      // 12 MiB: two parts of the multi-step upload.
       const data = Buffer.alloc(12 * 1024 * 1024);
       for (let i = 0; i < data.length; i += 4096) data.writeUInt32LE((i * 2654435761) >>> 0, i);
       const file = path.join(work, 'big report.bin');
@@ -324,7 +324,10 @@ interface Action {
       expect(path.basename(selection)).to.equal('reports.zip');
       expect(unzip(selection, 'notes.txt').toString()).to.equal('hello from the browser\n');
       expect(md5(unzip(selection, 'big report.bin'))).to.equal(md5(data));
-      await page.getByRole('button', { name: 'alice' }).click();
+      await page
+        .getByRole('navigation', { name: 'Breadcrumbs' })
+        .getByRole('button', { name: 'Home' })
+        .click();
       await page.getByRole('checkbox', { name: 'Select reports' }).check();
       const whole = await zipped();
       expect(md5(unzip(whole, 'big report.bin'))).to.equal(md5(data));
@@ -335,6 +338,45 @@ interface Action {
       );
       const kinds = actions.map((a) => `${a.action}:${a.interface}`);
       expect(kinds).to.include.members(['create:web', 'read:web']);
+    });
+
+    it('uploads a dropped file in parts; a part whose connection drops is sent again, the file is whole', async () => {
+      await api(gw, 'POST', '/folders/alice/dropped');
+      const page = await signIn('alice');
+      await page.getByRole('button', { name: 'dropped' }).click();
+      await page.getByRole('navigation', { name: 'Breadcrumbs' }).getByText('dropped').waitFor();
+      // The second part's connection is cut once, as a flaky network would.
+      let parts = 0;
+      await page.route('**/upload/**', (route) =>
+        ++parts === 2 ? route.abort('connectionreset') : route.continue(),
+      );
+      const size = 20 * 1024 * 1024;
+      const dropped = await page.evaluateHandle((n) => {
+        // Runs in the page, where DataTransfer exists.
+        const DataTransfer = (
+          globalThis as unknown as { DataTransfer: new () => { items: { add(f: File): void } } }
+        ).DataTransfer;
+        const bytes = new Uint8Array(n);
+        for (let i = 0; i < n; i++) bytes[i] = (i * 31 + (i >> 12)) & 0xff;
+        const dt = new DataTransfer();
+        dt.items.add(new File([bytes], 'dropped.bin'));
+        return dt;
+      }, size);
+      await page.locator('main.browser').dispatchEvent('dragover', { dataTransfer: dropped });
+      await page.locator('main.browser').dispatchEvent('drop', { dataTransfer: dropped });
+      await page.getByRole('progressbar', { name: 'Upload of dropped.bin' }).waitFor();
+      await page.getByText('Upload finished.').waitFor({ timeout: 60_000 });
+      await row(page, 'dropped.bin').waitFor();
+      const expected = Buffer.alloc(size);
+      for (let i = 0; i < size; i++) expected[i] = (i * 31 + (i >> 12)) & 0xff;
+      const stat = await api<{ md5: string; size: number }>(
+        gw,
+        'GET',
+        '/files/alice/dropped/dropped.bin?action=stat',
+      );
+      expect(stat.size).to.equal(size);
+      expect(stat.md5).to.equal(md5(expected));
+      expect(parts, 'part requests, the cut one included').to.be.at.least(3);
     });
 
     it('renames and deletes (with confirmation) a file', async () => {
@@ -428,9 +470,11 @@ interface Action {
         .getByRole('columnheader', { name: /Size/ })
         .and(page.locator('[aria-sort=ascending]'))
         .waitFor();
-      await page.getByText('10000 items').waitFor({ timeout: 60_000 });
-      const firstRow = await page.locator('.rows [role=row]').first().textContent();
-      expect(firstRow).to.include('f0000000.bin');
+      // The smallest file (size 0) comes first, at the top of the list.
+      const top = page.locator('.rows [role=row][aria-rowindex="2"]');
+      await top.filter({ hasText: 'f0000000.bin' }).waitFor({ timeout: 60_000 });
+      await page.getByText('10000 items', { exact: true }).waitFor({ timeout: 60_000 });
+      expect(await page.locator('.rows').evaluate((el) => el.scrollTop)).to.equal(0);
     });
 
     it('a self-managed user changes their name; another is told why they cannot; sign out ends the session', async () => {
