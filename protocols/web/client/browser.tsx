@@ -279,6 +279,7 @@ export function Browser(props: { home: string }) {
   const startUploads = async (files: File[]) => {
     if (files.length === 0) return;
     setError('');
+    setStatus('');
     const target = folder;
     const batch = files.map((f) => ({
       file: f,

@@ -15,10 +15,11 @@ interface Upload {
 }
 
 const PART_RETRIES = 3;
-// Parts of 8 MiB (SPEC: at least 5 MB but the last), not the 64 MiB the server suggests for
-// scripts: a browser on a flaky link then resends little, and progress moves evenly. Files over
-// 80 GB get larger parts to stay within the available part numbers.
-const PART = 8 * 1024 * 1024;
+// Parts of 16 MiB (SPEC: at least 5 MB but the last), not the 64 MiB the server suggests for
+// scripts: a browser on a flaky link then resends little, and progress moves evenly (measured on
+// the 2-core machine: 8 MiB parts 76 MB/s, 32 MiB 111 MB/s; README "Benchmarks"). Files over
+// 160 GB get larger parts to stay within the available part numbers.
+const PART = 16 * 1024 * 1024;
 
 function sendPart(
   url: string,
@@ -62,8 +63,10 @@ export async function uploadFile(
   const { data: first } = await request<Upload>('POST', url, { body: { action: 'put' } });
   const partSize = Math.max(PART, Math.ceil(file.size / first.available_parts));
   const parts = Math.max(1, Math.ceil(file.size / partSize));
-  let done = 0;
-  for (let n = 1; n <= parts; n++) {
+  // Bytes sent of each part in flight or done; progress is their sum.
+  const sent = new Map<number, number>();
+  const report = () => progress([...sent.values()].reduce((a, b) => a + b, 0));
+  const sendOne = async (n: number) => {
     const blob = file.slice((n - 1) * partSize, Math.min(file.size, n * partSize));
     for (let attempt = 1; ; attempt++) {
       if (signal.aborted) throw new ApiError('The upload was cancelled.', 'aborted', 0);
@@ -76,18 +79,34 @@ export async function uploadFile(
           sameOrigin(target.upload_uri),
           target.http_method || 'PUT',
           blob,
-          (s) => progress(done + s),
+          (s) => {
+            sent.set(n, s);
+            report();
+          },
           signal,
         );
         break;
       } catch (err) {
+        sent.set(n, 0);
         const network = err instanceof ApiError && err.status === 0 && err.type === 'network';
         if (!network || attempt >= PART_RETRIES) throw err;
         await new Promise((r) => setTimeout(r, 500 * attempt));
       }
     }
-    done += blob.size;
-    progress(done);
-  }
+    sent.set(n, blob.size);
+    report();
+  };
+  // Two parts at a time: one is on the wire while the other asks for its URL or finishes.
+  let next = 1;
+  let failed = false;
+  const lane = async () => {
+    try {
+      while (next <= parts && !failed) await sendOne(next++);
+    } catch (err) {
+      failed = true;
+      throw err;
+    }
+  };
+  await Promise.all([lane(), lane()]);
   await request('POST', url, { body: { action: 'end', ref: first.ref } });
 }

@@ -278,7 +278,7 @@ interface Action {
 
       await page.getByRole('button', { name: 'reports' }).click();
       await page.getByRole('navigation', { name: 'Breadcrumbs' }).getByText('reports').waitFor();
-      // 12 MiB: two parts of the multi-step upload.
+      // 12 MiB through the multi-step upload (the dropped file below spans several parts).
       const data = Buffer.alloc(12 * 1024 * 1024);
       for (let i = 0; i < data.length; i += 4096) data.writeUInt32LE((i * 2654435761) >>> 0, i);
       const file = path.join(work, 'big report.bin');
@@ -350,7 +350,7 @@ interface Action {
       await page.route('**/upload/**', (route) =>
         ++parts === 2 ? route.abort('connectionreset') : route.continue(),
       );
-      const size = 20 * 1024 * 1024;
+      const size = 40 * 1024 * 1024;
       const dropped = await page.evaluateHandle((n) => {
         // Runs in the page, where DataTransfer exists.
         const DataTransfer = (
@@ -407,7 +407,7 @@ interface Action {
       await page.getByRole('button', { name: 'Delete' }).click();
       await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
       await page.getByText('final.txt deleted.').waitFor();
-      expect(await row(page, 'final.txt').count()).to.equal(0);
+      await row(page, 'final.txt').waitFor({ state: 'detached' });
       const gone = await raw(gw, 'GET', '/api/rest/v1/files/alice/work/final.txt?action=stat', {
         'X-SvcAPI-Key': gw.key,
       });
