@@ -37,14 +37,21 @@ export function Account(props: { me: Me; onChange: (user: Me['user']) => void })
     try {
       const { data } = await request<Me['user']>('PATCH', `${API}/users/${user.id}`, {
         body: fields,
-        headers: reauthentication ? { 'X-Svc-Reauthentication': reauthentication } : {},
+        headers: reauthentication ? { 'X-Svc-Reauthentication': `password:${reauthentication}` } : {},
       });
       props.onChange({ ...user, name: data.name, email: data.email });
       setMessage({ ok: true, text: 'Saved.' });
       setCurrent('');
       setPassword('');
     } catch (err) {
-      setMessage({ ok: false, text: err instanceof ApiError ? err.message : 'Saving failed.' });
+      // The API's wording speaks of its header; here the person typed their current password.
+      const text =
+        err instanceof ApiError && err.type === 'not-authorized/reauthentication-failed'
+          ? 'Your current password is not right.'
+          : err instanceof ApiError
+            ? err.message
+            : 'Saving failed.';
+      setMessage({ ok: false, text });
     }
   };
 

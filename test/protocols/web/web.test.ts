@@ -100,6 +100,7 @@ interface Action {
       await user('bob', { user_root: 'alice/', grant_permission: 'read', self_managed: false });
       await user('carol', { user_root: 'alice/', grant_permission: 'full', web_permission: false });
       await user('dave', { user_root: 'alice/', grant_permission: 'full' });
+      await user('frank', { user_root: 'alice/', grant_permission: 'read', self_managed: true });
       await user('erin', { user_root: 'big/', grant_permission: 'full' });
       browser = await chromium.launch({
         executablePath: CHROMIUM,
@@ -477,7 +478,7 @@ interface Action {
       expect(await page.locator('.rows').evaluate((el) => el.scrollTop)).to.equal(0);
     });
 
-    it('a self-managed user changes their name; another is told why they cannot; sign out ends the session', async () => {
+    it('a self-managed user changes name and password; another is told why they cannot; sign out ends the session', async () => {
       const page = await signIn('alice');
       await page.getByRole('button', { name: 'Account' }).click();
       await page.getByLabel('Name').fill('Alice Liddell');
@@ -492,6 +493,26 @@ interface Action {
       // The old cookie no longer opens anything.
       const after = await raw(gw, 'GET', '/api/rest/v1/folders/alice', { Cookie: `SvcWeb=${cookie.value}` });
       expect(after.status).to.equal(401);
+
+      // A password change is confirmed with the current password; a wrong one is told in words.
+      const frank = await signIn('frank');
+      await frank.getByRole('button', { name: 'Account' }).click();
+      await frank.getByLabel('Current password').fill('not-my-password');
+      await frank.getByLabel('New password').fill('a-new-password-7');
+      await frank.getByRole('button', { name: 'Change password' }).click();
+      expect(await frank.getByRole('alert').textContent()).to.equal('Your current password is not right.');
+      await frank.getByLabel('Current password').fill(PASSWORD);
+      await frank.getByLabel('New password').fill('a-new-password-7');
+      await frank.getByRole('button', { name: 'Change password' }).click();
+      await frank.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+      const withNew = await raw(
+        gw,
+        'POST',
+        '/api/rest/v1/sessions',
+        { 'Content-Type': 'application/json' },
+        JSON.stringify({ username: 'frank', password: 'a-new-password-7' }),
+      );
+      expect(withNew.status).to.equal(200);
 
       const bobPage = await signIn('bob');
       await bobPage.getByRole('button', { name: 'Account' }).click();
