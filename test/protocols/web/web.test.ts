@@ -230,6 +230,25 @@ interface Action {
       expect(await page.getByRole('alert').textContent()).to.include('web access is disabled');
     });
 
+    it('a session that ended on the server (idle timeout, signed out elsewhere) brings back the sign-in', async () => {
+      const page = await signIn('alice');
+      const cookie = (await page.context().cookies()).find((c) => c.name === 'SvcWeb')!;
+      // Ended from outside the page, as the idle timeout or a sign-out in another tab would.
+      const me = await raw(gw, 'GET', '/web/session', { Cookie: `SvcWeb=${cookie.value}` });
+      const ended = await raw(gw, 'DELETE', '/web/session', {
+        Cookie: `SvcWeb=${cookie.value}`,
+        'X-Svc-CSRF': (JSON.parse(me.text) as { csrf: string }).csrf,
+      });
+      expect(ended.status).to.equal(200);
+      await page.getByRole('button', { name: 'New folder' }).click();
+      await page.getByLabel('Folder name').fill('too-late');
+      await page.getByRole('button', { name: 'Create folder' }).click();
+      await page.getByText('Your session has ended. Sign in again.').waitFor();
+      await page.getByRole('button', { name: 'Sign in' }).waitFor();
+      const listing = await api<{ path: string }[]>(gw, 'GET', '/folders/alice');
+      expect(listing.map((e) => e.path)).to.not.include('alice/too-late');
+    });
+
     it('refuses a cross-site change: the cookie without the page’s token changes nothing', async () => {
       const page = await signIn('alice');
       const cookie = (await page.context().cookies()).find((c) => c.name === 'SvcWeb')!;
