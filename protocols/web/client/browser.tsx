@@ -536,7 +536,7 @@ export function Browser(props: { home: string }) {
       </div>
       <p class="count" aria-live="polite">
         {entries.length} {entries.length === 1 ? 'item' : 'items'}
-        {complete ? '' : ' so far…'}
+        {complete || error ? '' : ' so far…'}
       </p>
       {can('write') && <p class="hint">Drop files here to upload them into this folder.</p>}
 
