@@ -3,9 +3,10 @@
  * virtually (only the rows in view exist in the DOM, so 10,000 entries scroll like 10), and the
  * actions the user's rights in this folder allow (the X-Svc-Rights header of the listing).
  */
-import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { API, ApiError, encodePath, request, sameOrigin, type Entry } from './api.ts';
+import { Dialog, NameDialog } from './dialogs.tsx';
+import { dateFormat, folderFromHash, formatSize, join, nameOf, parentOf } from './paths.ts';
 import { uploadFile } from './upload.ts';
 
 const ROW_HEIGHT = 40;
@@ -25,83 +26,6 @@ interface UploadState {
   sent: number;
   status: 'waiting' | 'sending' | 'done' | 'failed';
   error?: string;
-}
-
-const nameOf = (path: string) => path.slice(path.lastIndexOf('/') + 1);
-const parentOf = (path: string) => (path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '');
-const join = (folder: string, name: string) => (folder ? `${folder}/${name}` : name);
-
-function folderFromHash(home = ''): string {
-  if (!location.hash) return home;
-  const raw = location.hash.replace(/^#\/?/, '');
-  try {
-    return decodeURIComponent(raw).replace(/^\/+|\/+$/g, '');
-  } catch {
-    return '';
-  }
-}
-
-function formatSize(size: number | null): string {
-  if (size === null) return '';
-  if (size < 1024) return `${size} B`;
-  const units = ['KB', 'MB', 'GB', 'TB'];
-  let v = size / 1024;
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
-}
-
-const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-
-/** Dialog is a modal <dialog>: focus moves into it, Escape closes it, the page behind is inert. */
-function Dialog(props: { title: string; onClose: () => void; children: ComponentChildren }) {
-  const ref = useRef<HTMLDialogElement>(null);
-  useEffect(() => {
-    const d = ref.current;
-    if (d && !d.open) d.showModal();
-    return () => d?.close();
-  }, []);
-  return (
-    <dialog ref={ref} aria-label={props.title} onClose={props.onClose} onCancel={props.onClose}>
-      <h2>{props.title}</h2>
-      {props.children}
-    </dialog>
-  );
-}
-
-function NameDialog(props: {
-  title: string;
-  label: string;
-  submit: string;
-  initial: string;
-  onDone: (name: string | null) => void;
-}) {
-  const [value, setValue] = useState(props.initial);
-  return (
-    <Dialog title={props.title} onClose={() => props.onDone(null)}>
-      <form
-        method="dialog"
-        onSubmit={(e) => {
-          e.preventDefault();
-          if (value.trim()) props.onDone(value.trim());
-        }}
-      >
-        <label>
-          {props.label}
-          <input autoFocus required value={value} onInput={(e) => setValue(e.currentTarget.value)} />
-        </label>
-        <div class="buttons">
-          <button type="submit">{props.submit}</button>
-          <button type="button" onClick={() => props.onDone(null)}>
-            Cancel
-          </button>
-        </div>
-      </form>
-    </Dialog>
-  );
 }
 
 type Modal =
