@@ -5,7 +5,7 @@
  */
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { API, ApiError, encodePath, request, sameOrigin, type Entry } from './api.ts';
-import { Dialog, NameDialog } from './dialogs.tsx';
+import { Dialog, FolderPicker, NameDialog } from './dialogs.tsx';
 import { dateFormat, folderFromHash, formatSize, join, nameOf, parentOf } from './paths.ts';
 import { uploadFile } from './upload.ts';
 
@@ -29,7 +29,11 @@ interface UploadState {
 }
 
 type Modal =
-  { kind: 'new-folder' } | { kind: 'rename'; entry: Entry } | { kind: 'delete'; entries: Entry[] } | null;
+  | { kind: 'new-folder' }
+  | { kind: 'rename'; entry: Entry }
+  | { kind: 'move' | 'copy'; entries: Entry[] }
+  | { kind: 'delete'; entries: Entry[] }
+  | null;
 
 export function Browser(props: { home: string }) {
   const home = props.home.replace(/^\/+|\/+$/g, '');
@@ -169,6 +173,29 @@ export function Browser(props: { home: string }) {
     } catch (err) {
       fail(err);
     }
+  };
+
+  /** relocate moves or copies each entry into `target`, keeping its name. */
+  const relocate = async (kind: 'move' | 'copy', list: Entry[], target: string) => {
+    try {
+      for (const entry of list) {
+        await request('POST', `${API}/files/${encodePath(entry.path)}`, {
+          body: { [`${kind}-destination`]: join(target, nameOf(entry.path)) },
+        });
+      }
+      const what = list.length === 1 ? nameOf(list[0]!.path) : `${list.length} items`;
+      setStatus(`${what} ${kind === 'move' ? 'moved' : 'copied'} to /${target}.`);
+      setSelected(new Set());
+    } catch (err) {
+      fail(err);
+    }
+    await load();
+  };
+
+  /** subfolders lists a folder's folders for the picker (its first 1,000 entries). */
+  const subfolders = async (path: string) => {
+    const { data } = await request<Entry[]>('GET', `${API}/folders/${encodePath(path)}?per_page=1000`);
+    return data.filter((e) => e.type === 'directory').map((e) => e.path);
   };
 
   const rename = async (entry: Entry, name: string) => {
@@ -343,6 +370,24 @@ export function Browser(props: { home: string }) {
             Rename
           </button>
         )}
+        {can('write') && can('delete') && (
+          <button
+            type="button"
+            disabled={chosen.length === 0}
+            onClick={() => setModal({ kind: 'move', entries: chosen })}
+          >
+            Move
+          </button>
+        )}
+        {can('read') && (
+          <button
+            type="button"
+            disabled={chosen.length === 0}
+            onClick={() => setModal({ kind: 'copy', entries: chosen })}
+          >
+            Copy
+          </button>
+        )}
         {can('delete') && (
           <button
             type="button"
@@ -473,6 +518,21 @@ export function Browser(props: { home: string }) {
           onDone={(name) => {
             setModal(null);
             if (name) void createFolder(name);
+          }}
+        />
+      )}
+      {(modal?.kind === 'move' || modal?.kind === 'copy') && (
+        <FolderPicker
+          title={`${modal.kind === 'move' ? 'Move' : 'Copy'} ${
+            modal.entries.length === 1 ? nameOf(modal.entries[0]!.path) : `${modal.entries.length} items`
+          }`}
+          submit={modal.kind === 'move' ? 'Move here' : 'Copy here'}
+          start={folder}
+          list={subfolders}
+          onDone={(target) => {
+            const { kind, entries: list } = modal;
+            setModal(null);
+            if (target !== null) void relocate(kind, list, target);
           }}
         />
       )}

@@ -49,3 +49,67 @@ export function NameDialog(props: {
     </Dialog>
   );
 }
+
+/**
+ * FolderPicker browses folders through the API (one page of up to 1,000 entries per folder) and
+ * returns the chosen one; the server still decides whether the move or copy is allowed.
+ */
+export function FolderPicker(props: {
+  title: string;
+  submit: string;
+  start: string;
+  list: (folder: string) => Promise<string[]>;
+  onDone: (folder: string | null) => void;
+}) {
+  const [folder, setFolder] = useState(props.start);
+  const [folders, setFolders] = useState<string[]>([]);
+  const [error, setError] = useState('');
+  useEffect(() => {
+    let live = true;
+    setError('');
+    props
+      .list(folder)
+      .then((f) => live && setFolders(f))
+      .catch((err: unknown) => live && setError(err instanceof Error ? err.message : String(err)));
+    return () => {
+      live = false;
+    };
+  }, [folder]);
+  const up = folder.includes('/') ? folder.slice(0, folder.lastIndexOf('/')) : '';
+  return (
+    <Dialog title={props.title} onClose={() => props.onDone(null)}>
+      <p>
+        Into: <strong>/{folder}</strong>
+      </p>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <ul class="picker" aria-label="Folders">
+        {folder && (
+          <li>
+            <button type="button" class="link" onClick={() => setFolder(up)}>
+              .. (up)
+            </button>
+          </li>
+        )}
+        {folders.map((f) => (
+          <li key={f}>
+            <button type="button" class="link" onClick={() => setFolder(f)}>
+              {f.slice(f.lastIndexOf('/') + 1)}
+            </button>
+          </li>
+        ))}
+      </ul>
+      <div class="buttons">
+        <button type="button" onClick={() => props.onDone(folder)}>
+          {props.submit}
+        </button>
+        <button type="button" onClick={() => props.onDone(null)}>
+          Cancel
+        </button>
+      </div>
+    </Dialog>
+  );
+}

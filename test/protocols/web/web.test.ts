@@ -399,6 +399,43 @@ interface Action {
       expect(parts, 'part requests, the cut one included').to.be.at.least(3);
     });
 
+    it('moves and copies with the folder picker', async () => {
+      await api(gw, 'POST', '/folders/alice/shelf/inner');
+      const page = await signIn('alice');
+      await page.getByRole('button', { name: 'shelf' }).click();
+      writeFileSync(path.join(work, 'book.txt'), 'a book');
+      await page.locator('input[type=file]').setInputFiles(path.join(work, 'book.txt'));
+      await row(page, 'book.txt').waitFor();
+
+      await page.getByRole('checkbox', { name: 'Select book.txt' }).check();
+      await page.getByRole('button', { name: 'Move' }).click();
+      const picker = page.getByRole('dialog', { name: 'Move book.txt' });
+      await picker.getByRole('button', { name: 'inner' }).click();
+      await picker.getByText('/alice/shelf/inner').waitFor();
+      await picker.getByRole('button', { name: 'Move here' }).click();
+      await page.getByText('book.txt moved to /alice/shelf/inner.').waitFor();
+      await row(page, 'book.txt').waitFor({ state: 'detached' });
+      expect(
+        (await api<{ size: number }>(gw, 'GET', '/files/alice/shelf/inner/book.txt?action=stat')).size,
+      ).to.equal(6);
+
+      await page.getByRole('button', { name: 'inner' }).click();
+      await page.getByRole('checkbox', { name: 'Select book.txt' }).check();
+      await page.getByRole('button', { name: 'Copy' }).click();
+      const back = page.getByRole('dialog', { name: 'Copy book.txt' });
+      await back.getByRole('button', { name: '.. (up)' }).click();
+      await back.getByText('/alice/shelf', { exact: true }).waitFor();
+      await back.getByRole('button', { name: 'Copy here' }).click();
+      await page.getByText('book.txt copied to /alice/shelf.').waitFor();
+      for (const p of ['alice/shelf/book.txt', 'alice/shelf/inner/book.txt']) {
+        expect((await api<{ size: number }>(gw, 'GET', `/files/${p}?action=stat`)).size, p).to.equal(6);
+      }
+      const mine = (await history()).filter(
+        (a) => a.username === 'alice' && a.path.startsWith('alice/shelf'),
+      );
+      expect(mine.map((a) => `${a.action}:${a.interface}`)).to.include.members(['move:web', 'copy:web']);
+    });
+
     it('renames and deletes (with confirmation) a file', async () => {
       await api(gw, 'POST', '/folders/alice/work');
       const page = await signIn('alice');
@@ -436,11 +473,11 @@ interface Action {
       expect(mine.map((a) => `${a.action}:${a.interface}`)).to.include.members(['move:web', 'destroy:web']);
     });
 
-    it('a readonly user is not offered Upload, New folder, Rename or Delete; a refusal is shown in words', async () => {
+    it('a readonly user is not offered Upload, New folder, Rename, Move or Delete; a refusal is shown in words', async () => {
       const page = await signIn('bob');
       await row(page, 'docs').waitFor();
       await page.getByRole('button', { name: 'Download' }).waitFor();
-      for (const name of ['Upload', 'New folder', 'Rename', 'Delete']) {
+      for (const name of ['Upload', 'New folder', 'Rename', 'Move', 'Delete']) {
         expect(await page.getByRole('button', { name, exact: true }).count(), name).to.equal(0);
       }
       // A folder bob may not list: the server's refusal in words, not a code.
