@@ -275,6 +275,37 @@ export function Browser(props: { home: string }) {
     if (target === folder) await load();
   };
 
+  // What can be done with the selection, offered only where the folder's rights allow it.
+  const moveRights = can('write') && can('delete');
+  const some = chosen.length > 0;
+  const selectionActions = [
+    { label: 'Download', offered: can('read'), enabled: some, run: () => void download(chosen) },
+    {
+      label: 'Rename',
+      offered: moveRights,
+      enabled: single !== null,
+      run: () => single && setModal({ kind: 'rename', entry: single }),
+    },
+    {
+      label: 'Move',
+      offered: moveRights,
+      enabled: some,
+      run: () => setModal({ kind: 'move', entries: chosen }),
+    },
+    {
+      label: 'Copy',
+      offered: can('read'),
+      enabled: some,
+      run: () => setModal({ kind: 'copy', entries: chosen }),
+    },
+    {
+      label: 'Delete',
+      offered: can('delete'),
+      enabled: some,
+      run: () => setModal({ kind: 'delete', entries: chosen }),
+    },
+  ];
+
   const onDrop = (e: DragEvent) => {
     e.preventDefault();
     setDragging(false);
@@ -356,47 +387,13 @@ export function Browser(props: { home: string }) {
             </button>
           </>
         )}
-        {can('read') && (
-          <button type="button" disabled={chosen.length === 0} onClick={() => download(chosen)}>
-            Download
-          </button>
-        )}
-        {can('write') && can('delete') && (
-          <button
-            type="button"
-            disabled={!single}
-            onClick={() => single && setModal({ kind: 'rename', entry: single })}
-          >
-            Rename
-          </button>
-        )}
-        {can('write') && can('delete') && (
-          <button
-            type="button"
-            disabled={chosen.length === 0}
-            onClick={() => setModal({ kind: 'move', entries: chosen })}
-          >
-            Move
-          </button>
-        )}
-        {can('read') && (
-          <button
-            type="button"
-            disabled={chosen.length === 0}
-            onClick={() => setModal({ kind: 'copy', entries: chosen })}
-          >
-            Copy
-          </button>
-        )}
-        {can('delete') && (
-          <button
-            type="button"
-            disabled={chosen.length === 0}
-            onClick={() => setModal({ kind: 'delete', entries: chosen })}
-          >
-            Delete
-          </button>
-        )}
+        {selectionActions
+          .filter((a) => a.offered)
+          .map((a) => (
+            <button key={a.label} type="button" disabled={!a.enabled} onClick={a.run}>
+              {a.label}
+            </button>
+          ))}
       </div>
 
       {error && (
