@@ -6,7 +6,7 @@ import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
 /** PROTOCOLS lists the adapters under protocols/; add a new front end here so it is fenced off too. */
-const PROTOCOLS = ['rest', 'ftp', 'sftp', 'webdav'];
+const PROTOCOLS = ['rest', 'ftp', 'sftp', 'webdav', 'web'];
 
 /** NODE_GLOBALS are the Node.js globals plain .js files use (TypeScript files are checked by tsc). */
 const NODE_GLOBALS = Object.fromEntries(

@@ -9,6 +9,7 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { loadTls } from './tls.ts';
 import { restFrontEnd } from '../protocols/rest/server.ts';
+import { webPages } from '../protocols/web/server.ts';
 import { sftpFrontEnd } from '../protocols/sftp/server.ts';
 import { ftpFrontEnd } from '../protocols/ftp/server.ts';
 import { webdavFrontEnd } from '../protocols/webdav/server.ts';
@@ -23,7 +24,7 @@ export interface Gateway {
 /** frontEnds lists the listeners with the setting that holds each one's port, in start order. */
 function frontEnds(config: Config): { port: number | null; frontEnd: FrontEnd }[] {
   return [
-    { port: config.ports.https, frontEnd: restFrontEnd() },
+    { port: config.ports.https, frontEnd: restFrontEnd(webPages) },
     { port: config.ports.sftp, frontEnd: sftpFrontEnd() },
     { port: config.ports.ftp, frontEnd: ftpFrontEnd('ftp') },
     { port: config.ports.ftps, frontEnd: ftpFrontEnd('ftps') },

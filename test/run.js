@@ -37,6 +37,9 @@ const DEBIAN_CLIENTS = [
   { command: 'git', package: 'git' },
   { command: 'rsync', package: 'rsync' },
   { command: 'sqlite3', package: 'sqlite3' },
+  // The web interface's suite drives Debian's chromium through playwright-core.
+  { command: 'chromium', package: 'chromium' },
+  { command: 'unzip', package: 'unzip' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];

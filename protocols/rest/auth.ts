@@ -1,10 +1,13 @@
 /**
  * Credentials of a REST request (SPEC "Authentication"): `X-SvcAPI-Key`, HTTP Basic with the key
  * as username, `X-SvcAPI-Auth` with a session id, or the `SvcAPI` cookie. The core checks them.
+ * The web interface's cookie (protocols/shared/web-session.ts) is a session of interface `web`,
+ * and a change made with it needs the page's CSRF token as well.
  */
 import type { Next } from 'koa';
 import { GatewayError, type Core, type Principal } from '../../src/core/index.ts';
 import { holdSession } from '../shared/listener.ts';
+import { CSRF_HEADER, WEB_COOKIE, requireCsrf } from '../shared/web-session.ts';
 import type { RestContext } from './http.ts';
 
 /** SESSION_COOKIE is the earlier form's session cookie. */
@@ -50,6 +53,13 @@ export function authenticate(core: Core) {
     const key = ctx.get('X-SvcAPI-Key') || basicUsername(ctx);
     if (key) {
       admitted(ctx, await core.authenticateApiKey(key, 'restapi', ip));
+      return next();
+    }
+    const webSession = ctx.get('X-SvcAPI-Auth') ? undefined : ctx.cookies.get(WEB_COOKIE);
+    if (webSession) {
+      requireCsrf(ctx.method, ctx.get(CSRF_HEADER), webSession);
+      admitted(ctx, await core.sessions.authenticate(webSession, 'web', ip));
+      ctx.state.sessionId = webSession;
       return next();
     }
     const session = ctx.get('X-SvcAPI-Auth') || ctx.cookies.get(SESSION_COOKIE);

@@ -11,6 +11,7 @@ import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts'
 import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
 import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
 import { retryAfter } from '../shared/retry.ts';
+import { wantsChallenge } from '../shared/web-session.ts';
 import { authenticate } from './auth.ts';
 import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
@@ -32,13 +33,14 @@ import { permissionRoutes } from './routes/permissions.ts';
 import { publicKeyRoutes } from './routes/public_keys.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
+import { zipRoutes } from './routes/zip.ts';
 
 /** API_PREFIX is where SPEC's versioned API lives. */
 export const API_PREFIX = '/api/rest/v1';
 
 // On /files and /folders an extension is part of the file name (SPEC), never a format; so it is
 // on /history/files and /history/folders, whose rest is a path too.
-const fileTree = /^\/(history\/)?(files|folders)(\/|$)/;
+const fileTree = /^\/(history\/)?(files|folders|zip)(\/|$)/;
 
 function accountRoutes(router: RestRouter, core: Core): void {
   userRoutes(router, core);
@@ -73,8 +75,14 @@ function clientWentAway(ctx: Koa.Context): boolean {
   return !ctx.req.complete && (ctx.req.destroyed || ctx.req.socket.destroyed);
 }
 
+/**
+ * Pages is another front end served on the same listener ahead of the API (the web interface at
+ * `/`); main.ts passes it in, so the adapters do not import each other.
+ */
+export type Pages = (core: Core) => Koa.Middleware;
+
 /** buildApp makes the Koa app of the REST front end. */
-export function buildApp(core: Core): Koa<RestState> {
+export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
   const app = new Koa<RestState>();
   const log = core.log.child({ interface: 'restapi' });
   // Koa reports errors it handled itself (a client that went away mid-response) here; without a
@@ -121,7 +129,8 @@ export function buildApp(core: Core): Koa<RestState> {
         return;
       }
       ctx.status = statusOf(gatewayError);
-      if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
+      if (ctx.status === 401 && wantsChallenge(ctx.path, ctx.get('X-Requested-With')))
+        ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
       const retry = retryAfter(gatewayError);
       if (retry) ctx.set('Retry-After', retry);
       const body = errorObject(gatewayError, instance);
@@ -131,6 +140,8 @@ export function buildApp(core: Core): Koa<RestState> {
       gatewayError = null;
     }
   });
+
+  if (pages) app.use(pages(core) as Koa.Middleware<RestState>);
 
   app.use(async (ctx, next) => {
     if (ctx.path === '/healthz') {
@@ -205,6 +216,7 @@ export function buildApp(core: Core): Koa<RestState> {
       // The file tree is in the versioned API only; the earlier form covers accounts.
       folderRoutes(guarded, core);
       fileRoutes(guarded, core);
+      zipRoutes(guarded, core);
     }
     app.use(guarded.routes()).use(guarded.allowedMethods());
   };
@@ -218,13 +230,13 @@ export function buildApp(core: Core): Koa<RestState> {
   return app;
 }
 
-/** restFrontEnd serves the REST API over HTTPS. */
-export function restFrontEnd(): FrontEnd {
+/** restFrontEnd serves the REST API over HTTPS, and `pages` (the web interface) with it. */
+export function restFrontEnd(pages?: Pages): FrontEnd {
   let server: https.Server | null = null;
   return {
     name: 'https',
     async start(core, opts) {
-      server = createHttpsServer(core, 'restapi', opts.tls, buildApp(core).callback() as never, {
+      server = createHttpsServer(core, 'restapi', opts.tls, buildApp(core, pages).callback() as never, {
         requestMs: 300_000,
       });
       acceptProxyProtocol(server, core.config.proxy, core.log.child({ interface: 'restapi' }));

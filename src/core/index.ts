@@ -38,6 +38,7 @@ export {
   type ErrorType,
   type ModelErrors,
 } from './errors.ts';
+export type { Capability } from './access/rights.ts';
 export { isSiteAdmin, operatorPrincipal, type Interface, type Principal } from './principal.ts';
 export type { Entry, ListOptions } from './files/namespace.ts';
 export type { FileSession, Download, WriteOptions } from './files/session.ts';

@@ -42,7 +42,11 @@ function listOptions(q: Record<string, unknown>) {
 export function folderRoutes(router: RestRouter, core: Core): void {
   const list = async (ctx: RestContext) => {
     const session = core.files.session(principal(ctx));
-    send(ctx, 200, await session.list(urlPath(ctx, '/folders'), listOptions(query(ctx))), 'files');
+    const path = urlPath(ctx, '/folders');
+    const entries = await session.list(path, listOptions(query(ctx)));
+    // Our extension: what the caller may do in this folder, so a client offers only that.
+    ctx.set('X-Svc-Rights', (await session.rights(path)).join(', '));
+    send(ctx, 200, entries, 'files');
   };
   router.get('/folders{/*path}', list);
   router.post('/folders{/*path}', async (ctx: RestContext) => {

@@ -8,7 +8,7 @@ import { join as pathJoin } from 'node:path';
 import type { EntityManager } from 'typeorm';
 import type { Readable } from 'node:stream';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
-import { requireCapability, type Capability } from '../access/rights.ts';
+import { requireCapability, rightsOn, type Capability } from '../access/rights.ts';
 import { recordAction, type ActionName } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
@@ -154,6 +154,16 @@ export class FileSession {
     if (pending && row?.type !== 'directory') return pendingEntry(pending, this.visible(site));
     if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
     return toEntry(row, this.visible(site));
+  }
+
+  /**
+   * rights lists what the principal may do on a path (the web page offers only those actions);
+   * the checks themselves stay in each operation.
+   */
+  async rights(path: string): Promise<Capability[]> {
+    const site = this.site(path);
+    const caps = await this.ctx.db.read((em) => rightsOn(em, this.principal, site));
+    return [...caps].sort();
   }
 
   /**

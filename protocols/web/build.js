@@ -1,0 +1,57 @@
+// Bundles the web interface's browser code (protocols/web/client/) with esbuild into dist/web/:
+// index.html plus assets named by content hash, so they can be cached for a year and the page
+// (revalidated on every load) picks up a new build at once. Run by `npm run compile` (npm's
+// `prepare`, so `npm ci` and `npm install` build it); nothing generated is committed.
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import * as esbuild from 'esbuild';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+const out = path.join(root, 'dist', 'web');
+
+const result = await esbuild.build({
+  entryPoints: [path.join(here, 'client', 'main.tsx')],
+  bundle: true,
+  minify: true,
+  format: 'esm',
+  target: ['es2022'],
+  jsx: 'automatic',
+  jsxImportSource: 'preact',
+  entryNames: 'app-[hash]',
+  assetNames: '[name]-[hash]',
+  outdir: path.join(out, 'assets'),
+  metafile: true,
+  write: false,
+  legalComments: 'none',
+  logLevel: 'warning',
+});
+
+rmSync(out, { recursive: true, force: true });
+mkdirSync(path.join(out, 'assets'), { recursive: true });
+const names = {};
+let gzipped = 0;
+for (const file of result.outputFiles) {
+  writeFileSync(file.path, file.contents);
+  gzipped += gzipSync(file.contents).length;
+  names[path.extname(file.path)] = path.basename(file.path);
+}
+if (!names['.js'] || !names['.css']) throw new Error('esbuild made no script or no style sheet');
+
+const template = readFileSync(path.join(here, 'client', 'index.html'), 'utf8');
+const html = template
+  .replace('%SCRIPT%', `/assets/${names['.js']}`)
+  .replace('%STYLE%', `/assets/${names['.css']}`);
+writeFileSync(path.join(out, 'index.html'), html);
+gzipped += gzipSync(html).length;
+writeFileSync(
+  path.join(out, 'manifest.json'),
+  JSON.stringify({ script: names['.js'], style: names['.css'], first_load_gzip_bytes: gzipped }, null, 2),
+);
+const digest = createHash('sha256').update(html).digest('hex').slice(0, 12);
+console.log(
+  `web interface built in dist/web (${digest}): first load ${(gzipped / 1024).toFixed(1)} KiB gzipped`,
+);

@@ -1,0 +1,577 @@
+/**
+ * The file browser: breadcrumbs, a listing sorted by the server and loaded page by page, drawn
+ * virtually (only the rows in view exist in the DOM, so 10,000 entries scroll like 10), and the
+ * actions the user's rights in this folder allow (the X-Svc-Rights header of the listing).
+ */
+import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { API, ApiError, encodePath, request, sameOrigin, type Entry } from './api.ts';
+import { Dialog, FolderPicker, NameDialog } from './dialogs.tsx';
+import { dateFormat, folderFromHash, formatSize, join, nameOf, parentOf } from './paths.ts';
+import { uploadFile } from './upload.ts';
+
+const ROW_HEIGHT = 40;
+const OVERSCAN = 10;
+const PAGE_SIZE = 1000;
+
+type SortKey = 'path' | 'size' | 'modified_at_datetime';
+interface Sort {
+  key: SortKey;
+  dir: 'asc' | 'desc';
+}
+
+interface UploadState {
+  id: number;
+  name: string;
+  size: number;
+  sent: number;
+  status: 'waiting' | 'sending' | 'done' | 'failed';
+  error?: string;
+}
+
+type Modal =
+  | { kind: 'new-folder' }
+  | { kind: 'rename'; entry: Entry }
+  | { kind: 'move' | 'copy'; entries: Entry[] }
+  | { kind: 'delete'; entries: Entry[] }
+  | null;
+
+export function Browser(props: { home: string }) {
+  const home = props.home.replace(/^\/+|\/+$/g, '');
+  const [folder, setFolder] = useState(() => folderFromHash(home));
+  const [entries, setEntries] = useState<Entry[]>([]);
+  const [complete, setComplete] = useState(false);
+  const [rights, setRights] = useState<Set<string>>(new Set());
+  const [sort, setSort] = useState<Sort>({ key: 'path', dir: 'asc' });
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const [error, setError] = useState('');
+  const [status, setStatus] = useState('');
+  const [modal, setModal] = useState<Modal>(null);
+  const [uploads, setUploads] = useState<UploadState[]>([]);
+  const [scrollTop, setScrollTop] = useState(0);
+  const [viewport, setViewport] = useState(600);
+  const [dragging, setDragging] = useState(false);
+  const listRef = useRef<HTMLDivElement>(null);
+  const fileInput = useRef<HTMLInputElement>(null);
+  const loadToken = useRef(0);
+  const uploadId = useRef(0);
+
+  const fail = (err: unknown) => setError(err instanceof ApiError ? err.message : String(err));
+
+  const load = useCallback(async () => {
+    const token = ++loadToken.current;
+    setComplete(false);
+    setError('');
+    const all: Entry[] = [];
+    try {
+      for (let page = 1; ; page++) {
+        const url =
+          `${API}/folders/${encodePath(folder)}?per_page=${PAGE_SIZE}&page=${page}` +
+          `&sort_by[${sort.key}]=${sort.dir}`;
+        const { data, headers } = await request<Entry[]>('GET', url);
+        if (token !== loadToken.current) return;
+        if (page === 1) {
+          const r = headers.get('X-Svc-Rights') ?? '';
+          setRights(
+            new Set(
+              r
+                .split(',')
+                .map((s) => s.trim())
+                .filter(Boolean),
+            ),
+          );
+        }
+        all.push(...data);
+        // Show the first page at once; later pages extend the list while the user already scrolls.
+        setEntries(all.slice());
+        if (data.length < PAGE_SIZE) break;
+      }
+      setComplete(true);
+    } catch (err) {
+      if (token !== loadToken.current) return;
+      if (all.length === 0) setEntries([]);
+      fail(err);
+    }
+  }, [folder, sort]);
+
+  useEffect(() => {
+    setSelected(new Set());
+    setScrollTop(0);
+    if (listRef.current) listRef.current.scrollTop = 0;
+    void load();
+  }, [load]);
+
+  useEffect(() => {
+    const onHash = () => setFolder(folderFromHash(home));
+    addEventListener('hashchange', onHash);
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
+
+  useEffect(() => {
+    const el = listRef.current;
+    if (!el) return;
+    const observer = new ResizeObserver(() => setViewport(el.clientHeight));
+    observer.observe(el);
+    return () => observer.disconnect();
+  }, []);
+
+  const open = (path: string) => {
+    location.hash = `#/${encodePath(path)}`;
+  };
+
+  const can = (r: string) => rights.has(r);
+  const chosen = useMemo(() => entries.filter((e) => selected.has(e.path)), [entries, selected]);
+  const single = chosen.length === 1 ? chosen[0]! : null;
+
+  const toggle = (path: string) => {
+    const next = new Set(selected);
+    if (next.has(path)) next.delete(path);
+    else next.add(path);
+    setSelected(next);
+  };
+
+  const sortBy = (key: SortKey) =>
+    setSort((s) => ({ key, dir: s.key === key && s.dir === 'asc' ? 'desc' : 'asc' }));
+
+  /** save hands a URL of our own origin to the browser's downloads. */
+  const save = (href: string, name: string) => {
+    const a = document.createElement('a');
+    a.href = href;
+    a.download = name;
+    document.body.append(a);
+    a.click();
+    a.remove();
+  };
+
+  /** download saves one file as itself, and folders or several items as one zip the server streams. */
+  const download = async (list: Entry[]) => {
+    setError('');
+    const only = list.length === 1 ? list[0]! : null;
+    if (only?.type === 'file') {
+      try {
+        const { data } = await request<Entry & { download_uri: string }>(
+          'GET',
+          `${API}/files/${encodePath(only.path)}`,
+        );
+        save(sameOrigin(data.download_uri), nameOf(only.path));
+      } catch (err) {
+        fail(err);
+      }
+      return;
+    }
+    const whole = only ? only.path : folder;
+    const query = only
+      ? ''
+      : `?${list.map((e) => `entries[]=${encodeURIComponent(nameOf(e.path))}`).join('&')}`;
+    save(`${API}/zip/${encodePath(whole)}${query}`, `${nameOf(whole) || 'files'}.zip`);
+  };
+
+  const createFolder = async (name: string) => {
+    try {
+      await request('POST', `${API}/folders/${encodePath(join(folder, name))}`);
+      setStatus(`Folder ${name} created.`);
+      await load();
+    } catch (err) {
+      fail(err);
+    }
+  };
+
+  /** relocate moves or copies each entry into `target`, keeping its name. */
+  const relocate = async (kind: 'move' | 'copy', list: Entry[], target: string) => {
+    try {
+      for (const entry of list) {
+        await request('POST', `${API}/files/${encodePath(entry.path)}`, {
+          body: { [`${kind}-destination`]: join(target, nameOf(entry.path)) },
+        });
+      }
+      const what = list.length === 1 ? nameOf(list[0]!.path) : `${list.length} items`;
+      setStatus(`${what} ${kind === 'move' ? 'moved' : 'copied'} to /${target}.`);
+      setSelected(new Set());
+    } catch (err) {
+      fail(err);
+    }
+    await load();
+  };
+
+  /** subfolders lists a folder's folders for the picker (its first 1,000 entries). */
+  const subfolders = async (path: string) => {
+    const { data } = await request<Entry[]>('GET', `${API}/folders/${encodePath(path)}?per_page=1000`);
+    return data.filter((e) => e.type === 'directory').map((e) => e.path);
+  };
+
+  const rename = async (entry: Entry, name: string) => {
+    try {
+      await request('POST', `${API}/files/${encodePath(entry.path)}`, {
+        body: { 'move-destination': join(parentOf(entry.path), name) },
+      });
+      setStatus(`${nameOf(entry.path)} renamed to ${name}.`);
+      setSelected(new Set());
+      await load();
+    } catch (err) {
+      fail(err);
+    }
+  };
+
+  const remove = async (list: Entry[]) => {
+    try {
+      for (const entry of list) {
+        await request('DELETE', `${API}/files/${encodePath(entry.path)}`, {
+          headers: entry.type === 'directory' ? { Depth: 'infinity' } : {},
+        });
+      }
+      setStatus(list.length === 1 ? `${nameOf(list[0]!.path)} deleted.` : `${list.length} items deleted.`);
+      setSelected(new Set());
+      await load();
+    } catch (err) {
+      fail(err);
+      await load();
+    }
+  };
+
+  const startUploads = async (files: File[]) => {
+    if (files.length === 0) return;
+    setError('');
+    setStatus('');
+    const target = folder;
+    const batch = files.map((f) => ({
+      file: f,
+      state: {
+        id: ++uploadId.current,
+        name: f.name,
+        size: f.size,
+        sent: 0,
+        status: 'waiting',
+      } as UploadState,
+    }));
+    setUploads((u) => [
+      ...u.filter((x) => x.status === 'sending' || x.status === 'waiting'),
+      ...batch.map((b) => b.state),
+    ]);
+    const update = (id: number, patch: Partial<UploadState>) =>
+      setUploads((u) => u.map((x) => (x.id === id ? { ...x, ...patch } : x)));
+    const controller = new AbortController();
+    // Two files at a time: enough to fill the line, few enough that each shows steady progress.
+    const queue = batch.slice();
+    const worker = async () => {
+      for (let b = queue.shift(); b; b = queue.shift()) {
+        update(b.state.id, { status: 'sending' });
+        try {
+          await uploadFile(
+            join(target, b.file.name),
+            b.file,
+            (sent) => update(b.state.id, { sent }),
+            controller.signal,
+          );
+          update(b.state.id, { status: 'done', sent: b.file.size });
+        } catch (err) {
+          update(b.state.id, {
+            status: 'failed',
+            error: err instanceof ApiError ? err.message : String(err),
+          });
+        }
+      }
+    };
+    await Promise.all([worker(), worker()]);
+    setStatus(`Upload finished.`);
+    if (target === folder) await load();
+  };
+
+  // What can be done with the selection, offered only where the folder's rights allow it.
+  const moveRights = can('write') && can('delete');
+  const some = chosen.length > 0;
+  const selectionActions = [
+    { label: 'Download', offered: can('read'), enabled: some, run: () => void download(chosen) },
+    {
+      label: 'Rename',
+      offered: moveRights,
+      enabled: single !== null,
+      run: () => single && setModal({ kind: 'rename', entry: single }),
+    },
+    {
+      label: 'Move',
+      offered: moveRights,
+      enabled: some,
+      run: () => setModal({ kind: 'move', entries: chosen }),
+    },
+    {
+      label: 'Copy',
+      offered: can('read'),
+      enabled: some,
+      run: () => setModal({ kind: 'copy', entries: chosen }),
+    },
+    {
+      label: 'Delete',
+      offered: can('delete'),
+      enabled: some,
+      run: () => setModal({ kind: 'delete', entries: chosen }),
+    },
+  ];
+
+  const onDrop = (e: DragEvent) => {
+    e.preventDefault();
+    setDragging(false);
+    if (!can('write')) {
+      setError('You may not upload into this folder.');
+      return;
+    }
+    void startUploads([...(e.dataTransfer?.files ?? [])]);
+  };
+
+  // Breadcrumbs start at Home (the user's root); a folder outside it shows its whole path.
+  const base = home && (folder === home || folder.startsWith(`${home}/`)) ? home : '';
+  const segments = (base ? folder.slice(base.length) : folder).split('/').filter(Boolean);
+  const first = Math.max(0, Math.floor(scrollTop / ROW_HEIGHT) - OVERSCAN);
+  const last = Math.min(entries.length, Math.ceil((scrollTop + viewport) / ROW_HEIGHT) + OVERSCAN);
+  const totalSize = uploads.reduce((s, u) => s + u.size, 0);
+  const totalSent = uploads.reduce((s, u) => s + u.sent, 0);
+  const arrow = (key: SortKey) => (sort.key === key ? (sort.dir === 'asc' ? ' ▲' : ' ▼') : '');
+  const ariaSort = (key: SortKey) =>
+    sort.key === key ? (sort.dir === 'asc' ? 'ascending' : 'descending') : 'none';
+
+  return (
+    <main
+      class={dragging ? 'browser dragging' : 'browser'}
+      onDragOver={(e) => {
+        e.preventDefault();
+        setDragging(true);
+      }}
+      onDragLeave={() => setDragging(false)}
+      onDrop={onDrop}
+    >
+      <nav aria-label="Breadcrumbs" class="crumbs">
+        <ol>
+          <li>
+            <button
+              type="button"
+              class="link"
+              onClick={() => open(home)}
+              aria-current={folder === home ? 'page' : undefined}
+            >
+              Home
+            </button>
+          </li>
+          {segments.map((s, i) => (
+            <li key={i}>
+              <button
+                type="button"
+                class="link"
+                onClick={() => open([base, ...segments.slice(0, i + 1)].filter(Boolean).join('/'))}
+                aria-current={i === segments.length - 1 ? 'page' : undefined}
+              >
+                {s}
+              </button>
+            </li>
+          ))}
+        </ol>
+      </nav>
+
+      <div class="toolbar" role="toolbar" aria-label="Actions">
+        {can('write') && (
+          <>
+            <button type="button" onClick={() => fileInput.current?.click()}>
+              Upload
+            </button>
+            <input
+              ref={fileInput}
+              type="file"
+              multiple
+              hidden
+              aria-label="Files to upload"
+              onChange={(e) => {
+                const files = [...(e.currentTarget.files ?? [])];
+                e.currentTarget.value = '';
+                void startUploads(files);
+              }}
+            />
+            <button type="button" onClick={() => setModal({ kind: 'new-folder' })}>
+              New folder
+            </button>
+          </>
+        )}
+        {selectionActions
+          .filter((a) => a.offered)
+          .map((a) => (
+            <button key={a.label} type="button" disabled={!a.enabled} onClick={a.run}>
+              {a.label}
+            </button>
+          ))}
+      </div>
+
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <p class="status" role="status">
+        {status}
+      </p>
+
+      {uploads.length > 0 && (
+        <section class="uploads" aria-label="Uploads">
+          <div class="upload">
+            <span>Total</span>
+            <progress aria-label="Total upload" max={totalSize || 1} value={totalSent} />
+            <span>
+              {formatSize(totalSent)} of {formatSize(totalSize)}
+            </span>
+          </div>
+          {uploads.map((u) => (
+            <div class="upload" key={u.id}>
+              <span class="name">{u.name}</span>
+              <progress
+                aria-label={`Upload of ${u.name}`}
+                max={u.size || 1}
+                value={u.status === 'done' ? u.size || 1 : u.sent}
+              />
+              <span class={u.status === 'failed' ? 'error' : ''}>
+                {u.status === 'done'
+                  ? 'Done'
+                  : u.status === 'failed'
+                    ? `Failed: ${u.error}`
+                    : u.status === 'waiting'
+                      ? 'Waiting'
+                      : `${Math.floor((100 * u.sent) / (u.size || 1))}%`}
+              </span>
+            </div>
+          ))}
+        </section>
+      )}
+
+      <div class="listing" role="table" aria-label="Folder contents" aria-rowcount={entries.length + 1}>
+        <div class="row head" role="row" aria-rowindex={1}>
+          <span role="columnheader" class="check" />
+          <span role="columnheader" class="name" aria-sort={ariaSort('path')}>
+            <button type="button" class="link" onClick={() => sortBy('path')}>
+              Name{arrow('path')}
+            </button>
+          </span>
+          <span role="columnheader" class="size" aria-sort={ariaSort('size')}>
+            <button type="button" class="link" onClick={() => sortBy('size')}>
+              Size{arrow('size')}
+            </button>
+          </span>
+          <span role="columnheader" class="mtime" aria-sort={ariaSort('modified_at_datetime')}>
+            <button type="button" class="link" onClick={() => sortBy('modified_at_datetime')}>
+              Modified{arrow('modified_at_datetime')}
+            </button>
+          </span>
+        </div>
+        <div class="rows" ref={listRef} onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)}>
+          <div role="rowgroup" style={{ height: `${entries.length * ROW_HEIGHT}px`, position: 'relative' }}>
+            {entries.slice(first, last).map((entry, i) => {
+              const name = nameOf(entry.path);
+              const index = first + i;
+              return (
+                <div
+                  key={entry.path}
+                  role="row"
+                  aria-rowindex={index + 2}
+                  class={selected.has(entry.path) ? 'row selected' : 'row'}
+                  style={{ transform: `translateY(${index * ROW_HEIGHT}px)` }}
+                >
+                  <span role="cell" class="check">
+                    <input
+                      type="checkbox"
+                      aria-label={`Select ${name}`}
+                      checked={selected.has(entry.path)}
+                      onChange={() => toggle(entry.path)}
+                    />
+                  </span>
+                  <span role="cell" class="name">
+                    {entry.type === 'directory' ? (
+                      <button type="button" class="link folder" onClick={() => open(entry.path)}>
+                        {name}
+                      </button>
+                    ) : (
+                      <span class="file" onClick={() => toggle(entry.path)}>
+                        {name}
+                      </span>
+                    )}
+                  </span>
+                  <span role="cell" class="size">
+                    {entry.type === 'directory' ? 'Folder' : formatSize(entry.size)}
+                  </span>
+                  <span role="cell" class="mtime">
+                    {entry.mtime ? dateFormat.format(new Date(entry.mtime)) : ''}
+                  </span>
+                </div>
+              );
+            })}
+          </div>
+          {complete && entries.length === 0 && !error && <p class="empty">This folder is empty.</p>}
+        </div>
+      </div>
+      <p class="count" aria-live="polite">
+        {entries.length} {entries.length === 1 ? 'item' : 'items'}
+        {complete || error ? '' : ' so far…'}
+      </p>
+      {can('write') && <p class="hint">Drop files here to upload them into this folder.</p>}
+
+      {modal?.kind === 'new-folder' && (
+        <NameDialog
+          title="New folder"
+          label="Folder name"
+          submit="Create folder"
+          initial=""
+          onDone={(name) => {
+            setModal(null);
+            if (name) void createFolder(name);
+          }}
+        />
+      )}
+      {(modal?.kind === 'move' || modal?.kind === 'copy') && (
+        <FolderPicker
+          title={`${modal.kind === 'move' ? 'Move' : 'Copy'} ${
+            modal.entries.length === 1 ? nameOf(modal.entries[0]!.path) : `${modal.entries.length} items`
+          }`}
+          submit={modal.kind === 'move' ? 'Move here' : 'Copy here'}
+          start={folder}
+          list={subfolders}
+          onDone={(target) => {
+            const { kind, entries: list } = modal;
+            setModal(null);
+            if (target !== null) void relocate(kind, list, target);
+          }}
+        />
+      )}
+      {modal?.kind === 'rename' && (
+        <NameDialog
+          title={`Rename ${nameOf(modal.entry.path)}`}
+          label="New name"
+          submit="Save name"
+          initial={nameOf(modal.entry.path)}
+          onDone={(name) => {
+            const entry = modal.entry;
+            setModal(null);
+            if (name && name !== nameOf(entry.path)) void rename(entry, name);
+          }}
+        />
+      )}
+      {modal?.kind === 'delete' && (
+        <Dialog title="Delete" onClose={() => setModal(null)}>
+          <p>
+            {modal.entries.length === 1
+              ? `Delete ${nameOf(modal.entries[0]!.path)}${modal.entries[0]!.type === 'directory' ? ' and everything in it' : ''}?`
+              : `Delete these ${modal.entries.length} items?`}{' '}
+            This cannot be undone.
+          </p>
+          <div class="buttons">
+            <button
+              type="button"
+              class="danger"
+              onClick={() => {
+                const list = modal.entries;
+                setModal(null);
+                void remove(list);
+              }}
+            >
+              Delete
+            </button>
+            <button type="button" onClick={() => setModal(null)}>
+              Cancel
+            </button>
+          </div>
+        </Dialog>
+      )}
+    </main>
+  );
+}

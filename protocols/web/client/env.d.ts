@@ -1,0 +1,2 @@
+// esbuild bundles the style sheet that main.tsx imports.
+declare module '*.css';
