@@ -90,7 +90,7 @@ const isHttpUrl = (v: string) => {
     return false;
   }
 };
-const webhook = z.object({
+const webhook = z.strictObject({
   url: z.string().refine(isHttpUrl, { message: 'an http(s) URL' }),
   folder: z.string().optional(),
   path: z.string().optional(),
@@ -106,18 +106,18 @@ const webhook = z.object({
   secret: z.string().optional(),
 });
 
-const schema = z.object({
+const schema = z.strictObject({
   data_dir: z.string().min(1),
-  database: z.object({
+  database: z.strictObject({
     url: z.string().refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), {
       message: 'empty (SQLite) or postgres://…',
     }),
     pool_size: positiveInt,
     sqlite_busy_timeout_ms: positiveInt,
   }),
-  storage: z.object({
+  storage: z.strictObject({
     kind: z.enum(['local', 's3']),
-    s3: z.object({
+    s3: z.strictObject({
       bucket: z.string(),
       endpoint: z.string(),
       region: z.string(),
@@ -126,7 +126,7 @@ const schema = z.object({
     reclaim_at_once_below_free_percent: z.coerce.number().min(0).max(100),
   }),
   bind: z.string().refine((v) => ipaddr.isValid(v), { message: 'an IP address' }),
-  ports: z.object({
+  ports: z.strictObject({
     https: port,
     webdav: port,
     ftp: port,
@@ -146,30 +146,30 @@ const schema = z.object({
   public_url: z
     .string()
     .refine((v) => v === '' || /^https?:\/\/[^/]+/.test(v), { message: 'an http(s) URL' }),
-  admin: z.object({
+  admin: z.strictObject({
     username: z.string().min(1).max(50),
     password: z.string(),
   }),
-  tls: z.object({ cert: z.string(), key: z.string() }),
+  tls: z.strictObject({ cert: z.string(), key: z.string() }),
   secret: z.string(),
   log_level: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']),
-  site: z.object({ allowed_ips: z.array(ipOrCidr) }),
-  proxy: z.object({ trusted: z.array(ipOrCidr), header_timeout_ms: positiveInt }),
-  accounts: z.object({
+  site: z.strictObject({ allowed_ips: z.array(ipOrCidr) }),
+  proxy: z.strictObject({ trusted: z.array(ipOrCidr), header_timeout_ms: positiveInt }),
+  accounts: z.strictObject({
     bcrypt_rounds: z.coerce.number().int().min(4).max(15),
     // At most 5 s: the time a change on another instance may take to apply is a promise (README).
     credential_cache_seconds: z.coerce.number().int().min(0).max(5),
     login_window_seconds: positiveInt,
   }),
-  sessions: z.object({ idle_timeout_minutes: positiveInt, reauthentication_attempts: positiveInt }),
-  lockout: z.object({
+  sessions: z.strictObject({ idle_timeout_minutes: positiveInt, reauthentication_attempts: positiveInt }),
+  lockout: z.strictObject({
     max_failures: positiveInt,
     window_minutes: positiveInt,
     duration_minutes: positiveInt,
     ip_max_failures: positiveInt,
     ip_window_minutes: positiveInt,
   }),
-  ftp: z.object({
+  ftp: z.strictObject({
     passive_address: z.string().refine((v) => v === '' || ipaddr.IPv4.isValidFourPartDecimal(v), {
       message: 'empty or an IPv4 address',
     }),
@@ -181,7 +181,7 @@ const schema = z.object({
     login_grace_seconds: positiveInt,
     passive_listeners_per_user: nonNegativeInt,
   }),
-  sftp: z.object({
+  sftp: z.strictObject({
     banner: z.string(),
     idle_timeout_seconds: positiveInt,
     login_grace_seconds: positiveInt,
@@ -189,23 +189,23 @@ const schema = z.object({
     max_handles: positiveInt,
     max_inflight_requests: positiveInt,
   }),
-  limits: z.object({
+  limits: z.strictObject({
     max_connections: nonNegativeInt,
     max_connections_per_address: nonNegativeInt,
     max_sessions_per_user: nonNegativeInt,
   }),
-  shutdown: z.object({
+  shutdown: z.strictObject({
     grace_seconds: nonNegativeInt,
   }),
-  uploads: z.object({
+  uploads: z.strictObject({
     pending_hours: z.coerce.number().positive(),
   }),
-  http: z.object({
+  http: z.strictObject({
     idle_timeout_seconds: positiveInt,
     body_timeout_seconds: positiveInt,
   }),
   webhooks: z.array(webhook),
-  events: z.object({
+  events: z.strictObject({
     webhook_max_attempts: positiveInt,
     webhook_backoff_seconds: z.coerce.number().positive(),
     webhook_timeout_seconds: z.coerce.number().positive(),
@@ -214,13 +214,13 @@ const schema = z.object({
     retention_days: positiveInt,
     notification_batch_seconds: z.coerce.number().positive(),
   }),
-  smtp: z.object({
+  smtp: z.strictObject({
     url: z.string().refine((v) => v === '' || /^smtps?:\/\//.test(v), {
       message: 'empty (write .eml files) or smtp://… / smtps://…',
     }),
     from: z.string(),
   }),
-  api: z.object({
+  api: z.strictObject({
     max_body_bytes: positiveInt,
   }),
 });
@@ -340,11 +340,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Raw 
   raw = merge(merge(raw, fromEnv), overrides);
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => {
+    // Only a file (or a test's overrides) can hold a key the schema lacks: each variable has its key.
+    const from = env.SVC_CONFIG ? ` in config file ${env.SVC_CONFIG} (SVC_CONFIG)` : '';
+    const lines = parsed.error.issues.flatMap((issue) => {
       const key = issue.path.join('.');
       // The variable that sets this key or a section holding it (SVC_WEBHOOKS for webhooks.0.url).
       const envName = Object.entries(envKeys).find(([, k]) => key === k || key.startsWith(`${k}.`))?.[0];
-      return `setting ${key}${envName ? ` (${envName})` : ''}: ${issue.message}`;
+      if (issue.code === 'unrecognized_keys') {
+        const where = envName && env[envName] !== undefined ? ` in ${envName}` : from;
+        return issue.keys.map(
+          (k) => `unknown setting ${key ? `${key}.` : ''}${k}${where}: see config/default.yaml`,
+        );
+      }
+      return [`setting ${key}${envName ? ` (${envName})` : ''}: ${issue.message}`];
     });
     throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
   }

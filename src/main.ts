@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createCore, type Core, type FrontEnd } from './core/index.ts';
-import type { Config } from './config.ts';
+import { ConfigError, type Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { loadTls } from './tls.ts';
 import { restFrontEnd } from '../protocols/rest/server.ts';
@@ -38,6 +38,11 @@ export async function startGateway(
   log: Logger,
   opts: { announce?: (line: string) => void } = {},
 ): Promise<Gateway> {
+  if (frontEnds(config).every((f) => f.port === null)) {
+    throw new ConfigError(
+      'every listener is off (ports.* / SVC_HTTPS_PORT, SVC_WEBDAV_PORT, SVC_FTP_PORT, SVC_FTPS_PORT, SVC_SFTP_PORT): nothing to serve',
+    );
+  }
   const core = await createCore(config, log);
   const started: FrontEnd[] = [];
   try {
@@ -53,12 +58,15 @@ export async function startGateway(
     const ports: Record<string, number> = {};
     for (const { port, frontEnd } of frontEnds(config)) {
       if (port === null) continue;
-      const bound = await frontEnd.start(core, { host: config.bind, port, tls });
+      const bound = await frontEnd
+        .start(core, { host: config.bind, port, tls })
+        .catch((err: unknown) => Promise.reject(cannotListen(config, frontEnd.name, port, err)));
       started.push(frontEnd);
       ports[frontEnd.name] = bound.port;
     }
     if (!config.public_url && ports.https !== undefined)
       config.public_url = `https://127.0.0.1:${ports.https}`;
+    warnLoopbackPublicUrl(config, log);
     log.info('ready', { ports, database: core.databaseKind, data_dir: config.data_dir });
     return {
       core,
@@ -80,5 +88,41 @@ export async function startGateway(
     for (const fe of started.reverse()) await fe.stop().catch(() => undefined);
     await core.close();
     throw err;
+  }
+}
+
+/** cannotListen names the setting behind a listener that could not open, and what to do. */
+function cannotListen(config: Config, name: string, port: number, err: unknown): Error {
+  const code = (err as { code?: string }).code;
+  const setting = `ports.${name} (SVC_${name.toUpperCase()}_PORT)`;
+  if (code === 'EADDRINUSE')
+    return new ConfigError(`setting ${setting}: ${config.bind}:${port} is already in use by another program`);
+  if (code === 'EADDRNOTAVAIL')
+    return new ConfigError(`setting bind (SVC_BIND): ${config.bind} is not an address of this machine`);
+  if (code === 'EACCES')
+    return new ConfigError(
+      `setting ${setting}: port ${port} needs root or CAP_NET_BIND_SERVICE (ports below 1024)`,
+    );
+  return err instanceof Error ? err : new Error(String(err));
+}
+
+/**
+ * warnLoopbackPublicUrl: signed upload and download URLs carry the public URL, so one naming a
+ * loopback address works only on this machine while the listeners take clients from anywhere.
+ */
+function warnLoopbackPublicUrl(config: Config, log: Logger): void {
+  const everywhere = config.bind === '0.0.0.0' || config.bind === '::';
+  let host = '';
+  try {
+    host = new URL(config.public_url).hostname.replace(/^\[|\]$/g, '');
+  } catch {
+    return;
+  }
+  const loopback = host === 'localhost' || host === '::1' || host.startsWith('127.');
+  if (everywhere && loopback) {
+    log.warn('public URL names a loopback address while the listeners bind every address', {
+      public_url: config.public_url,
+      fix: 'set SVC_PUBLIC_URL (public_url) to the address clients use, e.g. https://files.example.com:8443',
+    });
   }
 }

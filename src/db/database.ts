@@ -13,7 +13,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { DataSource, type EntityManager } from 'typeorm';
-import type { Config } from '../config.ts';
+import { ConfigError, type Config } from '../config.ts';
 import { classifyDatabaseError, databaseUnreachableCause } from '../core/errors.ts';
 import { LogThrottle, type Logger } from '../log.ts';
 import { entities } from './entities.ts';
@@ -69,7 +69,11 @@ export class Database {
         logging: false,
       });
     } else {
-      mkdirSync(config.data_dir, { recursive: true });
+      try {
+        mkdirSync(config.data_dir, { recursive: true });
+      } catch (err) {
+        throw new ConfigError(cannotOpen(config, err));
+      }
       source = new DataSource({
         type: 'better-sqlite3',
         database: path.join(config.data_dir, 'gateway.sqlite'),
@@ -81,7 +85,11 @@ export class Database {
         logging: false,
       });
     }
-    await source.initialize();
+    try {
+      await source.initialize();
+    } catch (err) {
+      throw new ConfigError(cannotOpen(config, err));
+    }
     return new Database(source, kind, log ?? null);
   }
 
@@ -158,4 +166,36 @@ export function isUniqueViolation(err: unknown): boolean {
   const e = err as { code?: string; driverError?: { code?: string } };
   const code = e.driverError?.code ?? e.code;
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+}
+
+/**
+ * cannotOpen says why the database did not open, naming the setting to fix and never the
+ * password of a database URL: the operator's first start should not need a stack trace.
+ */
+function cannotOpen(config: Config, err: unknown): string {
+  const e = err as { code?: string; message?: string; hostname?: string };
+  if (!config.database.url) {
+    return `setting data_dir (SVC_DATA_DIR): cannot open the SQLite database in ${config.data_dir}: ${e.message ?? String(err)}`;
+  }
+  let shown = config.database.url;
+  let database = '';
+  try {
+    const u = new URL(config.database.url);
+    if (u.password) u.password = '***';
+    shown = u.toString();
+    database = decodeURIComponent(u.pathname.slice(1));
+  } catch {
+    shown = 'the URL given';
+  }
+  const why =
+    e.code === 'ECONNREFUSED'
+      ? 'nothing answers there (is PostgreSQL running, on that host and port?)'
+      : e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN'
+        ? `host ${e.hostname ?? ''} not found`.replace('  ', ' ')
+        : e.code === '3D000'
+          ? `database "${database}" does not exist (create it: createdb ${database || '<name>'})`
+          : e.code === '28P01' || e.code === '28000'
+            ? `the server refused the login: ${e.message ?? ''}`
+            : (e.message ?? String(err));
+  return `setting database.url (SVC_DATABASE_URL): cannot connect to ${shown}: ${why}`;
 }

@@ -5,8 +5,10 @@
  * the process cleanly with exit code 0.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -71,16 +73,74 @@ describe(`the svc-gateway process (${dbKind})`, function () {
     }
   });
 
-  it('refuses to start on a wrong setting, naming it', async () => {
+  /** refusal starts `svc-gateway serve` with `env` and answers what it printed on stderr, after exit 1. */
+  async function refusal(env: Record<string, string>): Promise<string> {
     const child = spawn(process.execPath, ['bin/svc-gateway.js', 'serve'], {
-      env: { ...process.env, SVC_DATA_DIR: dir, SVC_HTTPS_PORT: 'eighty' },
+      env: {
+        ...process.env,
+        SVC_DATA_DIR: dir,
+        SVC_BIND: '127.0.0.1',
+        SVC_HTTPS_PORT: '0',
+        SVC_WEBDAV_PORT: 'off',
+        SVC_FTP_PORT: 'off',
+        SVC_FTPS_PORT: 'off',
+        SVC_SFTP_PORT: 'off',
+        SVC_LOG_LEVEL: 'warn',
+        ...(dbUrl ? { SVC_DATABASE_URL: dbUrl } : {}),
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
     child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-    expect(code).to.equal(1);
-    expect(stderr).to.include('ports.https (SVC_HTTPS_PORT)');
-    expect(stderr).to.not.include('    at ');
+    expect(code, stderr).to.equal(1);
+    expect(stderr, 'no stack trace').to.not.include('    at ');
+    return stderr.trim();
+  }
+
+  it('refuses to start on a wrong setting, naming it', async () => {
+    expect(await refusal({ SVC_HTTPS_PORT: 'eighty' })).to.include('ports.https (SVC_HTTPS_PORT)');
+  });
+
+  it('refuses to start when a port is taken, the bind address is not here, or every port is off', async () => {
+    const taken = net.createServer().listen(0, '127.0.0.1');
+    await once(taken, 'listening');
+    const port = (taken.address() as net.AddressInfo).port;
+    try {
+      expect(await refusal({ SVC_SFTP_PORT: String(port) })).to.equal(
+        `svc-gateway: setting ports.sftp (SVC_SFTP_PORT): 127.0.0.1:${port} is already in use by another program`,
+      );
+    } finally {
+      taken.close();
+    }
+    // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never an address of a real machine.
+    expect(await refusal({ SVC_BIND: '192.0.2.1' })).to.equal(
+      'svc-gateway: setting bind (SVC_BIND): 192.0.2.1 is not an address of this machine',
+    );
+    expect(await refusal({ SVC_HTTPS_PORT: 'off' })).to.match(
+      /^svc-gateway: every listener is off \(ports\.\* \//,
+    );
+  });
+
+  it('refuses to start when the database cannot be reached, naming the setting but not the password', async () => {
+    const closed = await refusal({ SVC_DATABASE_URL: 'postgres://postgres:s3cret@127.0.0.1:1/svc' });
+    expect(closed).to.equal(
+      'svc-gateway: setting database.url (SVC_DATABASE_URL): cannot connect to postgres://postgres:***@127.0.0.1:1/svc: nothing answers there (is PostgreSQL running, on that host and port?)',
+    );
+    if (dbUrl) {
+      const missing = new URL(dbUrl);
+      missing.pathname = '/svc_no_such_database';
+      expect(await refusal({ SVC_DATABASE_URL: missing.toString() })).to.include(
+        'database "svc_no_such_database" does not exist (create it: createdb svc_no_such_database)',
+      );
+    }
+  });
+
+  it('refuses to start with an unknown key in its config file', async () => {
+    const file = path.join(dir, 'site.yaml');
+    writeFileSync(file, 'ports:\n  htps: 9443\n');
+    const message = await refusal({ SVC_CONFIG: file });
+    expect(message).to.include(`unknown setting ports.htps in config file ${file} (SVC_CONFIG)`);
   });
 });

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { expect } from 'chai';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 
@@ -94,5 +97,23 @@ describe('config', () => {
     writeFileSync(`${dir}/bad.yaml`, 'ports: [1, 2');
     expect(failure({ SVC_CONFIG: `${dir}/bad.yaml` })).to.include('bad.yaml');
     expect(failure({ SVC_CONFIG: `${dir}/missing.yaml` })).to.include('does not exist');
+  });
+
+  it('refuses a key the settings do not have, naming it and where it came from', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-config-'));
+    try {
+      const file = path.join(dir, 'site.yaml');
+      writeFileSync(file, 'ports:\n  htps: 9443\nloglevel: debug\n');
+      const message = failure({ SVC_CONFIG: file });
+      expect(message).to.include(
+        `unknown setting ports.htps in config file ${file} (SVC_CONFIG): see config/default.yaml`,
+      );
+      expect(message).to.include(`unknown setting loglevel in config file ${file} (SVC_CONFIG)`);
+      expect(failure({ SVC_WEBHOOKS: '[{"url": "https://example.com/h", "methd": "POST"}]' })).to.include(
+        'unknown setting webhooks.0.methd in SVC_WEBHOOKS',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
