@@ -449,13 +449,24 @@ export class WriteHandle {
       return false;
     }
     const { scope } = this;
+    let kept = false;
     try {
-      await changeTree(scope.ctx, { changes: [this.target] }, async (em) => {
+      kept = await changeTree(scope.ctx, { changes: [this.target] }, async (em) => {
+        // A file written since this upload began (rclone sends a file again on a new handle and
+        // leaves the failed one open until it disconnects) makes the cut stale: resuming it would
+        // show its uploader older bytes than the file they completed.
+        if (this.target === this.opened) {
+          const now = await getRow(em, this.target);
+          if ((now?.blob_id ?? null) !== (this.existing?.blob_id ?? null)) return false;
+        }
         await scope.blobs.settle(em, owned);
         await recordPending(scope.ctx, em, scope.principal, this.target, owned.blobId, content.size);
+        return true;
       });
     } catch (err) {
       scope.ctx.log.warn('keeping a cut upload failed', { path: `/${this.target}`, error: String(err) });
+    }
+    if (!kept) {
       await this.release();
       return false;
     }

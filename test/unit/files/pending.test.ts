@@ -153,6 +153,23 @@ describe(`pending versions of cut uploads (${dbKind})`, () => {
     expect(md5(await read(bob, path))).to.equal(md5(whole));
   });
 
+  it('an SFTP write left open while the same file was sent again and completed is not kept (rclone)', async () => {
+    const path = unique('stale-') + '.bin';
+    const whole = pattern(6655, 9);
+    // rclone's first attempt: a handle that gets some bytes, then is left open (never closed).
+    const first = await as(alice).stage(path, { truncate: true });
+    await first.writeAt(0, whole.subarray(0, 4096));
+    // Its retry on a new handle completes the file.
+    const retry = await as(alice).stage(path, { truncate: true });
+    await retry.writeAt(0, whole);
+    expect((await retry.commit()).md5).to.equal(md5(whole));
+    // The session ends: the first handle is cut, but the file it would resume is newer.
+    expect(await first.suspend()).to.equal(false);
+    const seen = await as(alice).stat(path);
+    expect([seen.size, seen.md5]).to.deep.equal([whole.length, md5(whole)]);
+    expect((await pendingRows()).filter((r) => r.path === path)).to.deep.equal([]);
+  });
+
   it('deleting the path gives up the pending version of the caller only', async () => {
     const path = unique('rm-') + '.bin';
     await cut(alice, path, pattern(1000));
