@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchChromium } from '../helpers/chromium.ts';
 import {
   API,
   MiB,
@@ -38,16 +38,7 @@ console.log(
 const { child, info: gw } = await startGateway(['--populate', '10000']);
 const work = mkdtempSync(path.join(os.tmpdir(), 'svc-web-bench-'));
 const base = `https://127.0.0.1:${gw.port}`;
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  args: [
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-  ],
-});
+const browser = await launchChromium();
 try {
   await api(gw, 'POST', '/users', {
     username: 'web',

@@ -13,11 +13,11 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../../helpers/chromium.ts';
 import { api, startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const SCREENS = path.resolve('.tmp/web-screens');
 const PASSWORD = 'correct-horse-9';
 
@@ -102,20 +102,7 @@ interface Action {
       await user('dave', { user_root: 'alice/', grant_permission: 'full' });
       await user('frank', { user_root: 'alice/', grant_permission: 'read', self_managed: true });
       await user('erin', { user_root: 'big/', grant_permission: 'full' });
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        // Playwright gives every launch a fresh profile directory of its own.
-        args: [
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-      });
+      browser = await launchChromium();
     });
 
     after(async () => {
