@@ -42,12 +42,10 @@ export function zipRoutes(router: RestRouter, core: Core): void {
     const session = core.files.session(principal(ctx));
     const folder = urlPath(ctx, '/zip').replace(/\/+$/, '');
     const names = entriesParam(query(ctx));
-    // Refusals come before the first byte, while they can still be an error status. Rights only
-    // grow below a folder, so read permission here covers everything in the archive.
+    // Refusals come before the first byte, while they can still be an error status.
     if (folder && (await session.stat(folder)).type !== 'directory')
       throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${folder} is a file, not a folder`);
-    if (!(await session.rights(folder)).includes('read'))
-      throw new GatewayError('not-authorized/read-permission-required', 'Downloading needs read permission');
+    await session.requireDownload(folder);
     const top = names && (await Promise.all(names.map((n) => session.stat(folder ? `${folder}/${n}` : n))));
 
     const abort = new AbortController();

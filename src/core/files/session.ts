@@ -167,6 +167,16 @@ export class FileSession {
   }
 
   /**
+   * requireDownload authorizes reading everything below `path` at once (a zip of a folder), before
+   * the first byte: rights only grow below a folder, so read on it covers what is inside. Each
+   * file's openRead still checks and records its own read.
+   */
+  async requireDownload(path: string): Promise<void> {
+    const site = this.site(path);
+    await this.ctx.db.read((em) => requireCapability(em, this.principal, 'read', site, this.show));
+  }
+
+  /**
    * list reads one page of a folder's entries, as its user sees them: a file with their pending
    * version has its size, and a pending version of a new file is listed on the last page.
    */
