@@ -93,7 +93,7 @@ function App() {
   return (
     <div class="shell">
       <header class="top">
-        <strong class="brand">Files</strong>
+        <strong class="brand">svc-gateway</strong>
         <nav aria-label="Main">
           {VIEWS.map(([v, label]) => (
             <button
