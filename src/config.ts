@@ -124,6 +124,7 @@ const schema = z.strictObject({
       force_path_style: boolish,
     }),
     reclaim_at_once_below_free_percent: z.coerce.number().min(0).max(100),
+    durability: z.enum(['fsync', 'os']),
   }),
   bind: z.string().refine((v) => ipaddr.isValid(v), { message: 'an IP address' }),
   ports: z.strictObject({
@@ -238,6 +239,7 @@ const envKeys: Record<string, string> = {
   SVC_S3_ENDPOINT: 'storage.s3.endpoint',
   SVC_S3_REGION: 'storage.s3.region',
   SVC_S3_FORCE_PATH_STYLE: 'storage.s3.force_path_style',
+  SVC_DURABILITY: 'storage.durability',
   SVC_BIND: 'bind',
   SVC_HTTPS_PORT: 'ports.https',
   SVC_WEBDAV_PORT: 'ports.webdav',

@@ -40,6 +40,8 @@ const DEBIAN_CLIENTS = [
   // The web interface's suite drives Debian's chromium through playwright-core.
   { command: 'chromium', package: 'chromium' },
   { command: 'unzip', package: 'unzip' },
+  // storage.durability's test counts the fsyncs the kernel sees.
+  { command: 'strace', package: 'strace' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];

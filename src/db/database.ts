@@ -65,6 +65,9 @@ export class Database {
         migrations,
         poolSize: config.database.pool_size,
         parseInt8: true,
+        // storage.durability `os`: a commit returns before its WAL record is flushed (the server
+        // flushes it within wal_writer_delay); never inconsistent, a power loss may drop the last.
+        ...(config.storage.durability === 'os' ? { extra: { options: '-c synchronous_commit=off' } } : {}),
         migrationsTransactionMode: 'each',
         logging: false,
       });
@@ -80,6 +83,11 @@ export class Database {
         entities,
         migrations,
         enableWAL: true,
+        // FULL syncs the WAL at every commit (storage.durability `fsync`); NORMAL at checkpoints
+        // only, which in WAL mode stays consistent and loses nothing when the process crashes.
+        prepareDatabase: (db: { pragma(source: string): unknown }) => {
+          db.pragma(`synchronous = ${config.storage.durability === 'os' ? 'NORMAL' : 'FULL'}`);
+        },
         timeout: config.database.sqlite_busy_timeout_ms,
         migrationsTransactionMode: 'each',
         logging: false,

@@ -10,7 +10,7 @@ import { LocalBlobStore } from './local.ts';
 /** createBlobStore opens the configured store: <dataDir>/blobs for `local`, the bucket for `s3`. */
 export async function createBlobStore(config: Config, dataDir: string): Promise<BlobStore> {
   const { kind, s3 } = config.storage;
-  if (kind === 'local') return new LocalBlobStore(path.join(dataDir, 'blobs'));
+  if (kind === 'local') return new LocalBlobStore(path.join(dataDir, 'blobs'), config.storage.durability);
   if (!s3.bucket.trim()) {
     throw new ConfigError(
       'setting storage.s3.bucket (SVC_S3_BUCKET): a bucket name is required when storage.kind is s3 (SVC_STORAGE=s3)',

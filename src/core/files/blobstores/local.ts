@@ -12,11 +12,32 @@ import { classifyStorageError } from '../../errors.ts';
 import { BlobNotFound, isBlobId, type BlobId, type BlobStore, type ByteRange } from '../blobstore.ts';
 import { OWNER, sweepStale, type Abandoned } from '../staging.ts';
 
+/**
+ * Durability is storage.durability: `fsync` makes a blob's bytes and its name durable before put
+ * resolves; `os` leaves both to the page cache, as vsftpd, OpenSSH and nginx do.
+ */
+export type Durability = 'fsync' | 'os';
+
 /** LocalBlobStore stores blobs on the local disk. */
 export class LocalBlobStore implements BlobStore {
   readonly kind = 'local' as const;
 
-  constructor(private readonly root: string) {}
+  constructor(
+    private readonly root: string,
+    private readonly durability: Durability = 'fsync',
+  ) {}
+
+  /** durable fsyncs the file, and after its rename the folder that names it (POSIX: a rename is
+   * durable only once its directory is synced); nothing under `os`. */
+  private async durable(file: string): Promise<void> {
+    if (this.durability === 'os') return;
+    const handle = await open(file, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
 
   private file(id: BlobId): string {
     if (!isBlobId(id)) throw new Error(`invalid blob id ${id}`);
@@ -44,13 +65,9 @@ export class LocalBlobStore implements BlobStore {
     const out = createWriteStream(partial, { flags: 'wx', highWaterMark: 1024 * 1024 });
     try {
       await pipeline(body, out, opts.signal ? { signal: opts.signal } : {});
-      const handle = await open(partial, 'r');
-      try {
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
+      await this.durable(partial);
       await rename(partial, final);
+      await this.durable(path.dirname(final));
       return { size: (await stat(final)).size };
     } catch (err) {
       await rm(partial, { force: true });
@@ -94,14 +111,10 @@ export class LocalBlobStore implements BlobStore {
   private async adoptFile(id: BlobId, file: string): Promise<{ size: number }> {
     const final = this.file(id);
     await mkdir(path.dirname(final), { recursive: true });
-    const handle = await open(file, 'r');
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    await this.durable(file);
     try {
       await rename(file, final);
+      await this.durable(path.dirname(final));
     } catch (err) {
       // Another filesystem (blobs elsewhere than the staging dir): copy instead.
       if ((err as { code?: string }).code !== 'EXDEV') throw err;

@@ -1,0 +1,95 @@
+/**
+ * storage.durability (issue 13): `fsync` puts a file's bytes, its name and the database commit on
+ * disk before the client hears success; `os` leaves them to the page cache. Checked where it
+ * shows: the database's own setting, and the fsync calls the kernel sees (strace) for a blob put.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { dbKind, openTestCore } from '../../helpers/gateway.ts';
+import { dbOf } from '../../helpers/internals.ts';
+
+/** fsyncsForPuts runs `count` LocalBlobStore puts in a child under strace and counts its syncs. */
+function fsyncsForPuts(durability: 'fsync' | 'os', count: number): number {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-durability-'));
+  try {
+    const script = path.join(dir, 'put.mts');
+    const local = path.resolve('src/core/files/blobstores/local.ts');
+    writeFileSync(
+      script,
+      `import { Readable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import { LocalBlobStore } from ${JSON.stringify(local)};
+const store = new LocalBlobStore(${JSON.stringify(path.join(dir, 'blobs'))}, ${JSON.stringify(durability)});
+for (let i = 0; i < ${count}; i++) {
+  await store.put(randomBytes(16).toString('hex'), Readable.from([Buffer.alloc(4096, i)]));
+}
+`,
+    );
+    const trace = path.join(dir, 'trace');
+    const run = spawnSync(
+      'strace',
+      [
+        '-f',
+        '-qq',
+        '-e',
+        'trace=fsync,fdatasync,sync_file_range',
+        '-o',
+        trace,
+        process.execPath,
+        '--import',
+        'tsx',
+        script,
+      ],
+      { encoding: 'utf8' },
+    );
+    if (run.error)
+      throw new Error(`strace is needed for this test (Debian package strace): ${run.error.message}`);
+    expect(run.status, run.stderr).to.equal(0);
+    return readFileSync(trace, 'utf8')
+      .split('\n')
+      .filter((line) => /\b(fsync|fdatasync|sync_file_range)\(/.test(line)).length;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe(`storage.durability (${dbKind})`, () => {
+  it('fsync: every blob and the folder naming it are synced; os: no sync at all', function () {
+    this.timeout(60_000);
+    // The file, then its folder after the rename: two per blob.
+    expect(fsyncsForPuts('fsync', 10)).to.be.at.least(20);
+    expect(fsyncsForPuts('os', 10)).to.equal(0);
+  });
+
+  for (const durability of ['fsync', 'os'] as const) {
+    it(`${durability}: the database commits ${durability === 'fsync' ? 'synchronously' : 'to the page cache'}`, async () => {
+      const t = await openTestCore({ storage: { durability } });
+      try {
+        const source = dbOf(t.core).source;
+        if (dbKind === 'sqlite') {
+          const [row] = (await source.query('PRAGMA synchronous')) as { synchronous: number }[];
+          // 2 = FULL: the WAL is synced at every commit; 1 = NORMAL: at checkpoints.
+          expect(row!.synchronous).to.equal(durability === 'fsync' ? 2 : 1);
+        } else {
+          const [row] = (await source.query('SHOW synchronous_commit')) as { synchronous_commit: string }[];
+          expect(row!.synchronous_commit).to.equal(durability === 'fsync' ? 'on' : 'off');
+        }
+      } finally {
+        await t.close();
+      }
+    });
+  }
+
+  it('an unknown value is refused by name', async () => {
+    let error: unknown;
+    try {
+      await openTestCore({ storage: { durability: 'sometimes' } });
+    } catch (err) {
+      error = err;
+    }
+    expect(String(error)).to.match(/storage\.durability/);
+  });
+});
