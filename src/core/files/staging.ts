@@ -5,14 +5,14 @@
  * (write.ts: new blob, one tree change), so readers never see a half-written file and an aborted
  * upload leaves the old content. Adapters see only writeAt/truncate/commit/abort.
  */
-import { createHash, randomBytes, randomUUID, type Hash } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { crc32 } from 'node:zlib';
 import { classifyStorageError, GatewayError, isStorageFull } from '../errors.ts';
+import { Checksum, type Digest } from './checksum.ts';
 import type { Entry } from './namespace.ts';
 import type { WriteHandle } from './write.ts';
 
@@ -170,8 +170,7 @@ export class StagedWrite {
   private mtime: Date | undefined;
   // md5 and crc32 of the bytes written so far, kept while every write lands at the end (how
   // OpenSSH, WinSCP and rclone upload): the commit then needs no second pass over the file.
-  private md5: Hash | null = createHash('md5');
-  private crc = 0;
+  private checksum: Checksum | null = new Checksum();
   private hashedUpTo = 0;
   // Set once the staging disk refused a write for want of space: every later write and the commit
   // fail with this same error at once, so a client's pipelined WRITEs after the first make no
@@ -238,12 +237,12 @@ export class StagedWrite {
     if (this.full) throw this.full;
     if (offset < this.pendingKept) this.pendingKept = 0;
     // Hashed before the await, so pipelined writes are hashed in the order they were issued.
-    if (this.md5 && offset === this.hashedUpTo) {
-      this.md5.update(data);
-      this.crc = crc32(data, this.crc);
+    let hashing: Promise<void> | undefined;
+    if (this.checksum && offset === this.hashedUpTo) {
+      hashing = this.checksum.update(data);
       this.hashedUpTo += data.length;
     } else {
-      this.md5 = null;
+      this.dropChecksum();
     }
     let at = 0;
     try {
@@ -257,6 +256,21 @@ export class StagedWrite {
     this.size = Math.max(this.size, offset + data.length);
     this.dirty = true;
     this.written(offset, offset + data.length);
+    // The hashing worker lagging holds the writer back, as the disk does.
+    if (hashing) await hashing;
+  }
+
+  /** dropChecksum gives up the running checksum: the content is no longer written in order. */
+  private dropChecksum(): void {
+    this.checksum?.discard();
+    this.checksum = null;
+  }
+
+  /** takeChecksum ends the running checksum and gives its digest. */
+  private takeChecksum(): Promise<Digest> {
+    const checksum = this.checksum!;
+    this.checksum = null;
+    return checksum.digest();
   }
 
   /** written notes that [start, end) holds what the client sent, and moves the hole-free prefix. */
@@ -317,7 +331,7 @@ export class StagedWrite {
   /** truncate sets the content's size (SFTP SETSTAT size; `scp` truncates after writing). */
   async truncate(size: number): Promise<void> {
     this.live();
-    if (size !== this.hashedUpTo) this.md5 = null;
+    if (size !== this.hashedUpTo) this.dropChecksum();
     if (size < this.pendingKept) this.pendingKept = 0;
     await this.fh.truncate(size).catch((err: unknown) => {
       throw this.classify(err);
@@ -377,12 +391,10 @@ export class StagedWrite {
       // Written in order: the hashes are known and the staged file itself can become the blob.
       const adopted =
         resumed ||
-        (this.md5 &&
+        (this.checksum &&
           this.hashedUpTo === this.size &&
-          (await this.handle.putFile(this.file, {
-            md5: this.md5.digest('hex'),
-            crc32: (this.crc >>> 0).toString(16).padStart(8, '0'),
-          })));
+          (await this.handle.putFile(this.file, await this.takeChecksum())));
+      this.dropChecksum();
       if (!adopted)
         await this.handle.put(createReadStream(this.file), opts.signal ? { signal: opts.signal } : {});
       return await this.handle.commit(mtime);
@@ -407,6 +419,7 @@ export class StagedWrite {
       return false;
     }
     this.done = true;
+    this.dropChecksum();
     try {
       await this.fh.truncate(this.prefix);
       await this.fh.close();
@@ -429,6 +442,7 @@ export class StagedWrite {
   async abort(): Promise<void> {
     if (this.done) return;
     this.done = true;
+    this.dropChecksum();
     await this.fh.close().catch(() => undefined);
     await rm(this.file, { force: true });
     await this.handle.abort();

@@ -27,7 +27,8 @@ import type { Blobs } from './blobs.ts';
 import { getRow, markGarbage, type Entry } from './namespace.ts';
 import type { FileSession } from './session.ts';
 import { Signer, UPLOAD_TTL_S } from './signed.ts';
-import { concat, Hasher, newBlobId } from './transfers.ts';
+import { Hasher } from './checksum.ts';
+import { ByteCounter, concat, newBlobId } from './transfers.ts';
 
 /** SPEC limits: parts of 5 MB to 5 GB (but the last), at most 10,000 parts, files up to 5 TB. */
 export const MIN_PART = 5 * 1024 * 1024;
@@ -266,11 +267,12 @@ export class Uploads {
       failure = err;
     }
     if (failure) {
+      hasher.discard();
       // The begun mark stays (end must refuse); the bytes go.
       await this.blobs.discard(blobId, blob);
       throw failure;
     }
-    const { md5, crc32 } = hasher.digest();
+    const { md5, crc32 } = await hasher.digest();
     try {
       await this.ctx.db.work(async (em) => {
         const r = await em.update(
@@ -327,7 +329,7 @@ export class Uploads {
         crc32: '',
       });
     });
-    const counter = new Hasher();
+    const counter = new ByteCounter();
     body.once('error', (err) => counter.destroy(err));
     const kept = () =>
       this.blobs.open(upload.restart_blob_id!, { range: { start: 0, end: upload.restart - 1 } });

@@ -30,7 +30,8 @@ import { getRow, requireFolder, toEntry, type Entry } from './namespace.ts';
 import { dropPending, ownerOf, pendingAt, recordPending, type PendingVersionRow } from './pending.ts';
 import type { SessionScope } from './scope.ts';
 import { changeTree } from './tree.ts';
-import { concat, Hasher } from './transfers.ts';
+import { Hasher, type Digest } from './checksum.ts';
+import { concat } from './transfers.ts';
 import { MAX_PART, MIN_PART } from './uploads.ts';
 
 /** RESUME_PART is the size of the parts a resumed upload's new bytes go to object storage in. */
@@ -170,12 +171,14 @@ export class WriteHandle {
       source.destroy();
       throw this.noteFull(err);
     });
+    let digest: Digest;
     try {
       await this.scope.store.put(
         blob.blobId,
         source.pipe(hasher),
         opts.signal ? { signal: opts.signal } : {},
       );
+      digest = await hasher.digest();
     } catch (err) {
       if (opts.drain && isStorageFull(err)) source.unpipe(hasher);
       else source.destroy();
@@ -189,7 +192,7 @@ export class WriteHandle {
     }
     await this.release();
     this.owned = blob;
-    this.content = { blobId: blob.blobId, size: hasher.bytes, ...hasher.digest() };
+    this.content = { blobId: blob.blobId, size: hasher.bytes, ...digest };
   }
 
   /**
@@ -221,7 +224,7 @@ export class WriteHandle {
       const copies = partNumber;
       const hasher = new Hasher();
       for await (const chunk of await this.scope.blobs.open(base, { range: { start: 0, end: keep - 1 } }))
-        hasher.update(chunk as Buffer);
+        await hasher.update(chunk as Buffer);
       const sent: UploadedPart[] = [];
       let buffered: Buffer[] = [];
       let pendingSize = 0;
@@ -237,7 +240,7 @@ export class WriteHandle {
         );
       };
       for await (const chunk of tail as AsyncIterable<Buffer>) {
-        hasher.update(chunk);
+        await hasher.update(chunk);
         buffered.push(chunk);
         pendingSize += chunk.length;
         if (pendingSize >= RESUME_PART) await flush();
@@ -248,7 +251,7 @@ export class WriteHandle {
       uploadId = null;
       await this.release();
       this.owned = blob;
-      this.content = { blobId: blob.blobId, size, ...hasher.digest() };
+      this.content = { blobId: blob.blobId, size, ...(await hasher.digest()) };
       if (size !== hasher.bytes)
         throw new Error(`resumed object has ${size} bytes, ${hasher.bytes} were hashed`);
     } catch (err) {
