@@ -9,10 +9,9 @@
  * Content-Range). rclone is not here: it resumes no upload on FTP, SFTP or WebDAV (its only resume
  * is of its own chunked backends), so a cut rclone upload is simply sent again.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -20,6 +19,7 @@ import { expect } from 'chai';
 import { operatorPrincipal, type Principal } from '../../src/core/index.ts';
 import { dbKind, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 import { startS3, type S3TestServer } from '../helpers/s3.ts';
+import { countingRelay, startKilled, type Counter } from '../helpers/cut-resume.ts';
 import { principalFor } from '../unit/core/fixtures.ts';
 import { authArgs, SSH_OPTIONS, sftpBatch } from './sftp/clients.ts';
 
@@ -34,38 +34,6 @@ function pattern(n: number, seed: number): Buffer {
   const b = Buffer.alloc(n);
   for (let i = 0; i < n; i += 4) b.writeUInt32LE((Math.imul(i, 2654435761) + seed) >>> 0, i);
   return b;
-}
-
-/** Counter is a loopback TCP relay that counts the bytes its clients send (SSH or TLS framing included). */
-interface Counter {
-  port: number;
-  sent: number;
-  close(): Promise<void>;
-}
-
-async function countingRelay(target: number): Promise<Counter> {
-  const sockets = new Set<net.Socket>();
-  const counter = { port: 0, sent: 0, close: async () => undefined };
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.once('close', () => sockets.delete(s));
-    }
-    client.on('data', (c: Buffer) => (counter.sent += c.length));
-    client.pipe(upstream);
-    upstream.pipe(client);
-    client.once('close', () => upstream.destroy());
-    upstream.once('close', () => client.destroy());
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  counter.port = (server.address() as net.AddressInfo).port;
-  counter.close = async () => {
-    for (const s of sockets) s.destroy();
-    await new Promise<void>((r) => server.close(() => r()));
-  };
-  return counter;
 }
 
 /** Run is a finished client: exit code and output. */
@@ -94,25 +62,6 @@ function run(argv: string[], input = '', timeoutMs = 120_000): Promise<Run> {
     child.stdin.on('error', () => undefined);
     child.stdin.end(input);
   });
-}
-
-/** startKilled starts a client in its own process group, to be killed whole with SIGKILL. */
-function startKilled(argv: string[], input = ''): { child: ChildProcess; kill: () => Promise<void> } {
-  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
-  child.stdin!.on('error', () => undefined);
-  child.stdin!.end(input);
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  return {
-    child,
-    kill: async () => {
-      try {
-        process.kill(-child.pid!, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-      await exited;
-    },
-  };
 }
 
 for (const store of ['local', 's3'] as const)

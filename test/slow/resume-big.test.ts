@@ -1,11 +1,14 @@
 /**
- * Issue 20, past 4 GiB: an lftp upload of a 4.5 GiB file killed with SIGKILL once the gateway has
- * more than 4 GiB of it, then `put -c`: only the rest goes over the wire (lftp's REST offset is past
- * 2^32) and the file's md5 is the source's. Slow (it writes about 9 GiB to disk), so it runs on
- * SQLite and local storage only: the database plays no part in the size arithmetic, which is what
- * this checks. The source is a sparse file with an offset stamp every MiB, cheap to make, and any
- * shifted or repeated piece changes its md5. Not in `npm test` (test/slow/ is outside its globs):
- * run it with `node test/run.js test/slow/resume-big.test.ts`.
+ * Issue 20, past 4 GiB: a 5 GiB upload by each real client killed with SIGKILL once the gateway has
+ * more than 4 GiB of it, then the client's own resume command: lftp `put -c` (REST past 2^32 then
+ * STOR), OpenSSH `reput` (stat, then WRITEs from the pending size), curl over WebDAV (`-C n`: PUT
+ * with Content-Range). Only the rest goes over the wire (lftp: the REST offset in its log; sftp and
+ * curl: the bytes a counting relay saw) and the file's md5 is the source's. Slow (it writes about
+ * 10 GiB to disk per client), so it runs on SQLite and local storage only: the database plays no
+ * part in the size arithmetic, which is what this checks. The source is a sparse file with an
+ * offset stamp every MiB, cheap to make, and any shifted or repeated piece changes its md5. Not in
+ * `npm test` (test/slow/ is outside its globs): run it with
+ * `node test/run.js test/slow/resume-big.test.ts`.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -25,10 +28,12 @@ import { Readable } from 'node:stream';
 import { expect } from 'chai';
 import { operatorPrincipal, type Principal } from '../../src/core/index.ts';
 import { dbKind, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
+import { countingRelay, startKilled } from '../helpers/cut-resume.ts';
 import { principalFor } from '../unit/core/fixtures.ts';
+import { authArgs, SSH_OPTIONS } from '../protocols/sftp/clients.ts';
 
 const MiB = 1024 * 1024;
-const SIZE = 4608 * MiB; // 4.5 GiB
+const SIZE = 5120 * MiB; // 5 GiB
 const CUT_AFTER = 4 * 1024 * MiB + 64 * MiB;
 const PASSWORD = 'resume-password-1';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -39,21 +44,32 @@ async function md5Of(stream: Readable): Promise<string> {
   return h.digest('hex');
 }
 
-/** partialBytes is the size of the biggest blob being written (`<id>.<owner>.partial`) under `dir`. */
-function partialBytes(dir: string): number {
+/**
+ * biggestWrite is the size of the biggest file being written under the data dir: a blob's
+ * `.partial` (FTP, WebDAV) or a staging file's `.part` (SFTP).
+ */
+function biggestWrite(dir: string): number {
   let most = 0;
-  let names: string[];
-  try {
-    names = readdirSync(dir, { recursive: true }) as string[];
-  } catch {
-    return 0; // no blob written yet
+  for (const name of readdirSync(dir, { recursive: true }) as string[]) {
+    // Only writes in progress: a finished blob of an earlier test must not trigger the cut.
+    if (!name.endsWith('.partial') && !name.endsWith('.part')) continue;
+    const stats = statSync(path.join(dir, name), { throwIfNoEntry: false });
+    if (stats?.isFile()) most = Math.max(most, stats.size);
   }
-  for (const name of names)
-    if (name.endsWith('.partial')) {
-      const size = statSync(path.join(dir, name), { throwIfNoEntry: false })?.size ?? 0;
-      most = Math.max(most, size);
-    }
   return most;
+}
+
+/** finish runs a client to its end and gives its exit code, its last output and how long it took. */
+function finish(argv: string[], input = ''): Promise<{ code: number | null; stderr: string; ms: number }> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    const c = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'ignore', 'pipe'] });
+    let stderr = '';
+    c.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-20_000)));
+    c.stdin.on('error', () => undefined);
+    c.stdin.end(input);
+    c.on('close', (code) => resolve({ code, stderr, ms: Date.now() - started }));
+  });
 }
 
 (dbKind === 'sqlite' ? describe : describe.skip)(
@@ -64,9 +80,10 @@ function partialBytes(dir: string): number {
     let alice: Principal;
     let dir: string;
     let source: string;
+    let sourceMd5: string;
 
     before(async () => {
-      gw = await startTestGateway({ ports: { ftp: 0 } });
+      gw = await startTestGateway({ ports: { ftp: 0, sftp: 0, webdav: 0 } });
       const op = operatorPrincipal();
       await gw.core.namespace.mkdir(op, 'big');
       const u = await gw.core.users.create(op, { username: 'alice', password: PASSWORD, user_root: 'big/' });
@@ -82,14 +99,58 @@ function partialBytes(dir: string): number {
       }
       writeSync(fd, Buffer.from('end'), 0, 3, SIZE - 3);
       closeSync(fd);
+      sourceMd5 = await md5Of(createReadStream(source));
     });
     after(async () => {
       await gw.stop();
       rmSync(dir, { recursive: true, force: true });
     });
 
+    /**
+     * cut starts `argv` uploading the source as `name`, kills it whole once the gateway holds more
+     * than 4 GiB of it, and gives the pending size alice then sees (past 2^32, short of the whole).
+     */
+    const cut = async (name: string, argv: string[], input = '') => {
+      const client = startKilled(argv, input);
+      const started = Date.now();
+      while (biggestWrite(gw.config.data_dir) < CUT_AFTER) {
+        if (client.child.exitCode !== null) throw new Error(`${argv[0]} ended before the cut`);
+        if (Date.now() - started > 900_000) throw new Error('the upload did not pass 4 GiB in 15 minutes');
+        await sleep(200);
+      }
+      await client.kill();
+      let pending: number | null = null;
+      for (let i = 0; i < 600 && !(pending && pending > 2 ** 32); i++) {
+        await sleep(500);
+        pending = await gw.core.files
+          .session(alice)
+          .stat(name)
+          .then((e) => e.size)
+          .catch(() => null);
+      }
+      expect(pending)
+        .to.be.greaterThan(2 ** 32)
+        .and.lessThan(SIZE);
+      return pending!;
+    };
+
+    /** complete checks the resumed file: whole, and the source's md5 as the core recorded it. */
+    const complete = async (name: string) => {
+      const entry = await gw.core.files.session(alice).stat(name);
+      expect(entry.size).to.equal(SIZE);
+      expect(entry.md5).to.equal(sourceMd5);
+      const read = await gw.core.files.session(alice).openRead(name, { record: false });
+      expect(await md5Of(read.stream)).to.equal(sourceMd5);
+    };
+
+    const report = (client: string, sent: number, pending: number, ms: number) =>
+      console.log(
+        `      ${client} past 4 GiB: re-sent ${(sent / MiB).toFixed(0)} MiB (missing ${((SIZE - pending) / MiB).toFixed(0)} MiB of ${SIZE / MiB} MiB), ${ms} ms`,
+      );
+
     it('lftp killed past 4 GiB, then put -c sends only the rest; md5 equal', async () => {
       const lftp = (script: string) => [
+        'lftp',
         '-c',
         [
           'set cmd:fail-exit yes',
@@ -101,45 +162,52 @@ function partialBytes(dir: string): number {
           script,
         ].join('; '),
       ];
-      const client = spawn('lftp', lftp(`put ${source} -o big.bin`), { stdio: 'ignore', detached: true });
-      const blobs = path.join(gw.config.data_dir, 'blobs');
-      const started = Date.now();
-      while (partialBytes(blobs) < CUT_AFTER) {
-        if (client.exitCode !== null) throw new Error('lftp ended before the cut');
-        if (Date.now() - started > 900_000) throw new Error('the upload did not pass 4 GiB in 15 minutes');
-        await sleep(200);
-      }
-      process.kill(-client.pid!, 'SIGKILL');
-      let pending: number | null = null;
-      for (let i = 0; i < 600 && !(pending && pending > 2 ** 32); i++) {
-        await sleep(500);
-        pending = await gw.core.files
-          .session(alice)
-          .stat('big.bin')
-          .then((e) => e.size)
-          .catch(() => null);
-      }
-      expect(pending)
-        .to.be.greaterThan(2 ** 32)
-        .and.lessThan(SIZE);
-      const resumedAt = Date.now();
-      const resumed = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        const c = spawn('lftp', ['-d', ...lftp(`put -c ${source} -o big.bin`)], {
-          stdio: ['ignore', 'ignore', 'pipe'],
-        });
-        let stderr = '';
-        c.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-20_000)));
-        c.on('close', (code) => resolve({ code, stderr }));
-      });
-      const ms = Date.now() - resumedAt;
+      const pending = await cut('lftp.bin', lftp(`put ${source} -o lftp.bin`));
+      const [cmd, ...args] = lftp(`put -c ${source} -o lftp.bin`);
+      const resumed = await finish([cmd!, '-d', ...args]);
       expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0);
+      // lftp's debug log names the offset it resumed at; the data connection carries the rest.
       expect(resumed.stderr).to.include(`REST ${pending}`);
-      console.log(
-        `      lftp put -c past 4 GiB: re-sent ${((SIZE - pending!) / MiB).toFixed(0)} MiB of ${SIZE / MiB} MiB, ${ms} ms`,
-      );
-      const entry = await gw.core.files.session(alice).stat('big.bin');
-      expect(entry.size).to.equal(SIZE);
-      expect(entry.md5).to.equal(await md5Of(createReadStream(source)));
+      report('lftp put -c', SIZE - pending, pending, resumed.ms);
+      await complete('lftp.bin');
+    });
+
+    it('OpenSSH sftp killed past 4 GiB, then reput sends only the rest; md5 equal', async () => {
+      const sftp = (port: number) => {
+        const { prefix, args } = authArgs({ password: PASSWORD });
+        return [...prefix, 'sftp', ...args, ...SSH_OPTIONS, '-b', '-', '-P', String(port), 'alice@127.0.0.1'];
+      };
+      const pending = await cut('sftp.bin', sftp(gw.ports.sftp!), `put ${source} sftp.bin\n`);
+      const relay = await countingRelay(gw.ports.sftp!);
+      try {
+        const resumed = await finish(sftp(relay.port), `reput ${source} sftp.bin\n`);
+        expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0);
+        const missing = SIZE - pending;
+        // SSH's framing and the login add a little; a whole re-send would be 5 GiB.
+        expect(relay.sent).to.be.within(missing, missing * 1.05 + 256 * 1024);
+        report('OpenSSH sftp reput', relay.sent, pending, resumed.ms);
+      } finally {
+        await relay.close();
+      }
+      await complete('sftp.bin');
+    });
+
+    it('curl over WebDAV killed past 4 GiB, then PUT -C n sends only the rest; md5 equal', async () => {
+      const curl = ['curl', '-sS', '-k', '-u', `alice:${PASSWORD}`, '-T', source];
+      const url = (port: number) => `https://127.0.0.1:${port}/dav.bin`;
+      const pending = await cut('dav.bin', [...curl, url(gw.ports.webdav!)]);
+      const relay = await countingRelay(gw.ports.webdav!);
+      try {
+        const resumed = await finish([...curl, '-v', '-C', String(pending), url(relay.port)]);
+        expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0);
+        expect(resumed.stderr).to.include(`Content-Range: bytes ${pending}-${SIZE - 1}/${SIZE}`);
+        const missing = SIZE - pending;
+        expect(relay.sent).to.be.within(missing, missing * 1.05 + 256 * 1024);
+        report('curl WebDAV PUT -C n', relay.sent, pending, resumed.ms);
+      } finally {
+        await relay.close();
+      }
+      await complete('dav.bin');
     });
   },
 );
