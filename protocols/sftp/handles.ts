@@ -47,7 +47,8 @@ export interface WriteHandle {
 export interface DirHandle {
   kind: 'dir';
   path: string;
-  offset: number;
+  /** the listing's pages (the core's listAll), started by the first READDIR */
+  pages: AsyncGenerator<Entry[]> | null;
   done: boolean;
 }
 

@@ -439,7 +439,7 @@ export class SftpSession {
         return this.run('opendir', { paths: [p], change: false }, async () => {
           // Listing one entry checks that it is a folder the principal may list.
           await f.list(p, { sort: 'path', direction: 'asc', offset: 0, limit: 1 });
-          const handle = this.handles.add({ kind: 'dir', path: p, offset: 0, done: false });
+          const handle = this.handles.add({ kind: 'dir', path: p, pages: null, done: false });
           this.send(new Writer(FXP.HANDLE, id).bytes(handle).done());
         }).finally(release);
       }
@@ -561,15 +561,10 @@ export class SftpSession {
     if (h.kind !== 'dir')
       throw new GatewayError('bad-request/request-params-invalid', 'This handle is not a folder');
     if (h.done) return this.status(id, Status.EOF, 'End of folder');
-    const page = await this.files.list(h.path, {
-      sort: 'path',
-      direction: 'asc',
-      offset: h.offset,
-      limit: LIST_PAGE,
-    });
-    h.offset += page.length;
-    let entries = page;
-    if (page.length === 0) {
+    h.pages ??= this.files.listAll(h.path, LIST_PAGE);
+    const next = await h.pages.next();
+    let entries = next.done ? [] : next.value;
+    if (entries.length === 0) {
       h.done = true;
       const prefix = h.path === '' ? '' : `${h.path}/`;
       entries = [];

@@ -148,6 +148,29 @@ function finish(argv: string[], input = ''): Promise<{ code: number | null; stde
         `      ${client} past 4 GiB: re-sent ${(sent / MiB).toFixed(0)} MiB (missing ${((SIZE - pending) / MiB).toFixed(0)} MiB of ${SIZE / MiB} MiB), ${ms} ms`,
       );
 
+    /**
+     * resumeCounted runs the resume through a relay to `port` that counts what the client sends:
+     * about the missing part (the protocol's framing and the login add a little), never 5 GiB.
+     */
+    const resumeCounted = async (
+      client: string,
+      port: number,
+      pending: number,
+      resume: (port: number) => ReturnType<typeof finish>,
+    ) => {
+      const relay = await countingRelay(port);
+      try {
+        const resumed = await resume(relay.port);
+        expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0);
+        const missing = SIZE - pending;
+        expect(relay.sent).to.be.within(missing, missing * 1.05 + 256 * 1024);
+        report(client, relay.sent, pending, resumed.ms);
+        return resumed;
+      } finally {
+        await relay.close();
+      }
+    };
+
     it('lftp killed past 4 GiB, then put -c sends only the rest; md5 equal', async () => {
       const lftp = (script: string) => [
         'lftp',
@@ -178,17 +201,9 @@ function finish(argv: string[], input = ''): Promise<{ code: number | null; stde
         return [...prefix, 'sftp', ...args, ...SSH_OPTIONS, '-b', '-', '-P', String(port), 'alice@127.0.0.1'];
       };
       const pending = await cut('sftp.bin', sftp(gw.ports.sftp!), `put ${source} sftp.bin\n`);
-      const relay = await countingRelay(gw.ports.sftp!);
-      try {
-        const resumed = await finish(sftp(relay.port), `reput ${source} sftp.bin\n`);
-        expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0);
-        const missing = SIZE - pending;
-        // SSH's framing and the login add a little; a whole re-send would be 5 GiB.
-        expect(relay.sent).to.be.within(missing, missing * 1.05 + 256 * 1024);
-        report('OpenSSH sftp reput', relay.sent, pending, resumed.ms);
-      } finally {
-        await relay.close();
-      }
+      await resumeCounted('OpenSSH sftp reput', gw.ports.sftp!, pending, (port) =>
+        finish(sftp(port), `reput ${source} sftp.bin\n`),
+      );
       await complete('sftp.bin');
     });
 
@@ -196,17 +211,10 @@ function finish(argv: string[], input = ''): Promise<{ code: number | null; stde
       const curl = ['curl', '-sS', '-k', '-u', `alice:${PASSWORD}`, '-T', source];
       const url = (port: number) => `https://127.0.0.1:${port}/dav.bin`;
       const pending = await cut('dav.bin', [...curl, url(gw.ports.webdav!)]);
-      const relay = await countingRelay(gw.ports.webdav!);
-      try {
-        const resumed = await finish([...curl, '-v', '-C', String(pending), url(relay.port)]);
-        expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0);
-        expect(resumed.stderr).to.include(`Content-Range: bytes ${pending}-${SIZE - 1}/${SIZE}`);
-        const missing = SIZE - pending;
-        expect(relay.sent).to.be.within(missing, missing * 1.05 + 256 * 1024);
-        report('curl WebDAV PUT -C n', relay.sent, pending, resumed.ms);
-      } finally {
-        await relay.close();
-      }
+      const resumed = await resumeCounted('curl WebDAV PUT -C n', gw.ports.webdav!, pending, (port) =>
+        finish([...curl, '-v', '-C', String(pending), url(port)]),
+      );
+      expect(resumed.stderr).to.include(`Content-Range: bytes ${pending}-${SIZE - 1}/${SIZE}`);
       await complete('dav.bin');
     });
   },

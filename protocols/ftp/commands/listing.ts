@@ -59,25 +59,20 @@ function listingArgument(arg: string): string {
  * yields it and the following pages. A file yields itself, as `ls file` does.
  */
 async function readListing(c: FtpConnection, path: string): Promise<AsyncGenerator<Entry>> {
-  const opts = { sort: 'path', direction: 'asc' } as const;
+  const pages = c.files.listAll(path, PAGE);
   let first: Entry[];
   try {
-    first = await c.files.list(path, { ...opts, offset: 0, limit: PAGE });
+    first = (await pages.next()).value ?? [];
   } catch (err) {
     if (err instanceof GatewayError && err.type === 'bad-request/folder-must-not-be-a-file')
-      first = [await c.files.stat(path)];
-    else throw err;
+      return (async function* () {
+        yield await c.files.stat(path);
+      })();
+    throw err;
   }
-  const files = c.files;
   return (async function* () {
-    let page = first;
-    let offset = 0;
-    for (;;) {
-      yield* page;
-      if (page.length < PAGE) return;
-      offset += PAGE;
-      page = await files.list(path, { ...opts, offset, limit: PAGE });
-    }
+    yield* first;
+    for await (const page of pages) yield* page;
   })();
 }
 

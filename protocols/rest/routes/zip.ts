@@ -16,14 +16,11 @@ const nameOf = (path: string) => path.slice(path.lastIndexOf('/') + 1);
 
 /** walk yields every entry below `folder`, folders before their contents, a page at a time. */
 async function* walk(session: FileSession, folder: string): AsyncGenerator<Entry> {
-  for (let offset = 0; ; offset += PAGE) {
-    const page = await session.list(folder, { sort: 'path', direction: 'asc', offset, limit: PAGE });
+  for await (const page of session.listAll(folder, PAGE))
     for (const entry of page) {
       yield entry;
       if (entry.type === 'directory') yield* walk(session, entry.path);
     }
-    if (page.length < PAGE) return;
-  }
 }
 
 /** entriesParam reads `entries[]` (names inside the folder), or null for the whole folder. */

@@ -68,13 +68,7 @@ export const propfind: Method = async (ctx, core: Core) => {
   const first = await page([self]);
   async function* stream(): AsyncGenerator<string> {
     yield `${XML_HEAD}<D:multistatus xmlns:D="DAV:">${first}`;
-    if (folder) {
-      for (let offset = 0; ; offset += PAGE) {
-        const entries = await session.list(path, { sort: 'path', direction: 'asc', offset, limit: PAGE });
-        if (entries.length) yield await page(entries);
-        if (entries.length < PAGE) break;
-      }
-    }
+    if (folder) for await (const entries of session.listAll(path, PAGE)) yield await page(entries);
     yield '</D:multistatus>';
   }
   ctx.status = 207;

@@ -47,6 +47,11 @@ export interface ListOptions {
   search?: string | undefined;
   offset: number;
   limit: number;
+  /**
+   * only names after this one (name order ascending only): a page that starts where the last one
+   * ended reads just its rows, where an offset would walk every row before it
+   */
+  after?: string | undefined;
 }
 
 const charLength = (s: string) => [...s].length;
@@ -96,6 +101,10 @@ export async function listRows(em: EntityManager, folder: string, opts: ListOpti
     qb.orderBy('f.size', dir, dir === 'ASC' ? 'NULLS FIRST' : 'NULLS LAST').addOrderBy('f.name', dir);
   else if (opts.sort === 'mtime') qb.orderBy('f.mtime', dir).addOrderBy('f.name', dir);
   else qb.orderBy('f.name', dir);
+  if (opts.after !== undefined) {
+    if (opts.sort !== 'path' || dir !== 'ASC') throw new Error('listRows: after needs name order, ascending');
+    return qb.andWhere('f.name > :after', { after: opts.after }).take(opts.limit).getMany();
+  }
   return qb.skip(opts.offset).take(opts.limit).getMany();
 }
 

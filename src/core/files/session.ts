@@ -177,6 +177,46 @@ export class FileSession {
   }
 
   /**
+   * listAll reads every entry of a folder in name order, a page at a time, as list shows them (a
+   * pending version of a new file after the folder's rows): what PROPFIND, MLSD, LIST, SFTP READDIR
+   * and zip stream. Each page starts after the last name of the one before, so a folder of any size
+   * costs one indexed read per page; no transaction is held between pages.
+   */
+  async *listAll(path: string, pageSize = 500): AsyncGenerator<Entry[]> {
+    const site = this.site(path);
+    const owner = ownerOf(this.principal);
+    let after: string | undefined;
+    let pending: Map<string, PendingVersionRow> | undefined;
+    for (;;) {
+      const rows = await this.ctx.db.read(async (em) => {
+        if (!pending) {
+          await requireCapability(em, this.principal, 'list', site, this.show);
+          await requireFolder(em, site, 'not-found/folder-not-found', this.show);
+          pending = new Map((await pendingIn(em, owner, site)).map((p) => [p.path, p]));
+        }
+        return listRows(em, site, { sort: 'path', direction: 'asc', offset: 0, limit: pageSize, after });
+      });
+      if (rows.length)
+        yield rows.map((r) => {
+          const p = r.type === 'file' ? pending!.get(r.path) : undefined;
+          return p ? pendingEntry(p, this.visible(r.path)) : toEntry(r, this.visible(r.path));
+        });
+      if (rows.length < pageSize) break;
+      after = rows[rows.length - 1]!.name;
+    }
+    if (!pending!.size) return;
+    // Pending versions of files that have no row yet come last, in name order.
+    const sorted = [...pending!.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+    const extra = await this.ctx.db.read(async (em) => {
+      const out: Entry[] = [];
+      for (const p of sorted)
+        if (!(await getRow(em, p.path))) out.push(pendingEntry(p, this.visible(p.path)));
+      return out;
+    });
+    for (let i = 0; i < extra.length; i += pageSize) yield extra.slice(i, i + pageSize);
+  }
+
+  /**
    * list reads one page of a folder's entries, as its user sees them: a file with their pending
    * version has its size, and a pending version of a new file is listed on the last page.
    */

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import { expect } from 'chai';
 import { operatorPrincipal, type Principal } from '../../../src/core/index.ts';
-import { PendingVersionEntity } from '../../../src/db/entities.ts';
+import { FileEntity, PendingVersionEntity } from '../../../src/db/entities.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { dbOf, filesOf } from '../../helpers/internals.ts';
 import { expectError, principalFor, unique } from '../core/fixtures.ts';
@@ -217,5 +217,55 @@ describe(`pending versions of cut uploads (${dbKind})`, () => {
     await filesOf(t.core).blobs.idle();
     expect((await pendingRows()).filter((r) => r.path === path)).to.deep.equal([]);
     expect(await filesOf(t.core).store.size(row!.blob_id)).to.equal(null);
+  });
+
+  it('listAll streams a big folder page by page as list shows it: pending sizes, new pending files last', async () => {
+    const folder = unique('big-');
+    const op = operatorPrincipal();
+    await t.core.namespace.mkdir(op, folder);
+    // 1,234 files in a shuffled creation order, so name order is not insertion order.
+    const names = Array.from(
+      { length: 1234 },
+      (_, i) => `f${String((i * 7919) % 1234).padStart(5, '0')}.txt`,
+    );
+    await dbOf(t.core).work(async (em) => {
+      for (const name of names)
+        await em.insert(FileEntity, {
+          path: `${folder}/${name}`,
+          parent: folder,
+          name,
+          type: 'file',
+          size: 1,
+          mtime: new Date(),
+          md5: null,
+          crc32: null,
+          blob_id: null,
+        });
+    });
+    await as(alice).write(`${folder}/f00010.txt`, Readable.from([Buffer.from('x')]));
+    await cut(alice, `${folder}/f00010.txt`, pattern(5000));
+    await cut(alice, `${folder}/zz-new.bin`, pattern(7000));
+    await cut(alice, `${folder}/aa-new.bin`, pattern(6000));
+    const all: { path: string; size: number | null }[] = [];
+    const sizes: number[] = [];
+    for await (const page of as(alice).listAll(folder, 100)) {
+      sizes.push(page.length);
+      all.push(...page.map((e) => ({ path: e.path, size: e.size })));
+    }
+    const paged: { path: string; size: number | null }[] = [];
+    for (let offset = 0; ; offset += 100) {
+      const page = await as(alice).list(folder, { sort: 'path', direction: 'asc', offset, limit: 100 });
+      paged.push(...page.map((e) => ({ path: e.path, size: e.size })));
+      if (page.length < 100) break;
+    }
+    expect(all).to.deep.equal(paged);
+    expect(all).to.have.length(1236);
+    expect(sizes.every((n) => n <= 100)).to.equal(true);
+    expect(all.find((e) => e.path === `${folder}/f00010.txt`)?.size).to.equal(5000);
+    // New files' pending versions after the rows, in name order; bob sees neither.
+    expect(all.slice(-2).map((e) => e.path)).to.deep.equal([`${folder}/aa-new.bin`, `${folder}/zz-new.bin`]);
+    let bobs = 0;
+    for await (const page of as(bob).listAll(folder, 100)) bobs += page.length;
+    expect(bobs).to.equal(1234);
   });
 });
