@@ -201,7 +201,7 @@ export function ShareLinks() {
     setError('');
     try {
       await request('DELETE', `${API}/bundles/${b.id}`);
-      setStatus(`The link to ${b.paths.join(', ')} was revoked.`);
+      setStatus(`The link to ${b.paths.map((p) => `/${p}`).join(', ')} was revoked.`);
       await load();
     } catch (err) {
       setError(err instanceof ApiError ? err.message : String(err));
