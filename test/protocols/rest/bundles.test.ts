@@ -53,7 +53,8 @@ describe('REST /bundles and share links', () => {
     (await dbOf(gw.core).read((em) => em.find(ActionEntity, { order: { id: 'DESC' }, take: 1 })))[0]?.id ?? 0;
 
   before(async () => {
-    gw = await startTestGateway();
+    // A low per-address limit, reached only by the guessing test (from its own address).
+    gw = await startTestGateway({ lockout: { ip_max_failures: 3 } });
     for (const f of ['share', 'share/docs', 'share/inbox', 'other']) {
       const r = await gw.request('POST', `${API}/folders/${f}`, site());
       expect(r.status, r.text).to.equal(201);
@@ -419,6 +420,19 @@ describe('REST /bundles and share links', () => {
         401,
         'not-authenticated/authentication-required',
       );
+    });
+
+    it('refuses password guessing from an address past the login rate limit', async () => {
+      const b = await made({ paths: 'share/a.txt', password: 'open-sesame' });
+      const guess = (password: string) =>
+        visit('POST', `/s/${b.code}/password`, { body: { password }, localAddress: '127.0.0.3' });
+      for (let i = 0; i < 3; i++)
+        expectError(await guess(`guess-${i}`), 401, 'not-authenticated/invalid-credentials');
+      expectError(await guess('open-sesame'), 429, 'rate-limited/too-many-login-attempts');
+      // Another address is not held back.
+      expect(
+        (await visit('POST', `/s/${b.code}/password`, { body: { password: 'open-sesame' } })).status,
+      ).to.equal(200);
     });
 
     it('stops working when the sharer loses access, their sharing right, or their account', async () => {
