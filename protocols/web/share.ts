@@ -139,8 +139,9 @@ export function sharePages(core: Core, helpers: ShareHelpers) {
       json(ctx, 200, entries);
       return true;
     }
+    // A download counts as a use, so HEAD (which would count one for nothing) is not offered.
     if (what === 'zip') {
-      if (!read) allow('GET');
+      if (method !== 'GET') allow('GET');
       const v = await visit(ctx, code);
       // Everything that can refuse does so before the first byte, while it can be a status.
       const top = await v.list('', { sort: 'path', direction: 'asc', offset: 0, limit: 5000 });
@@ -159,7 +160,7 @@ export function sharePages(core: Core, helpers: ShareHelpers) {
       return true;
     }
     // files
-    if (read) {
+    if (method === 'GET') {
       const v = await visit(ctx, code);
       const d = await v.openRead(rest, { signal: abortOnClose(ctx) });
       ctx.status = 200;
@@ -169,8 +170,7 @@ export function sharePages(core: Core, helpers: ShareHelpers) {
       ctx.set('X-Content-Type-Options', 'nosniff');
       ctx.set('Cache-Control', 'no-store');
       if (d.entry.size !== null) ctx.length = d.entry.size;
-      if (method === 'HEAD') d.stream.destroy();
-      else ctx.body = d.stream;
+      ctx.body = d.stream;
       return true;
     }
     if (method !== 'PUT' && method !== 'POST') allow('GET, PUT');

@@ -123,6 +123,14 @@ const missingType = {
   write: 'not-authorized/write-permission-required',
 } as const;
 
+/**
+ * requireBundleKey lets through full keys and, as SPEC says of them, desktop-app keys (which do
+ * "the desktop application's file and share-link functions"); other restricted keys are refused.
+ */
+function requireBundleKey(p: Principal): void {
+  if (p.apiKey?.permission_set !== 'desktop_app') requireFullKey(p);
+}
+
 /** Bundles creates, lists, changes and revokes share links, and opens them for recipients. */
 export class Bundles {
   private readonly grants: Signer;
@@ -140,7 +148,7 @@ export class Bundles {
    * one folder of an upload link).
    */
   async create(p: Principal, input: unknown): Promise<Bundle> {
-    requireFullKey(p);
+    requireBundleKey(p);
     const owner = p.user;
     if (!owner || !(owner.attachments_permission || owner.site_admin))
       throw new GatewayError(
@@ -219,7 +227,7 @@ export class Bundles {
 
   /** list shows the caller's links (a site admin: everyone's, or one user's with `user_id`). */
   async list(p: Principal, req: PageRequest & Record<string, unknown>): Promise<Page<Bundle>> {
-    requireFullKey(p);
+    requireBundleKey(p);
     const q = parseFields(listSchema, req);
     let owner: number | null;
     if (isSiteAdmin(p)) owner = q.user_id ?? null;
@@ -248,7 +256,7 @@ export class Bundles {
 
   /** get shows one of the caller's links (any link to a site admin). */
   async get(p: Principal, id: number): Promise<Bundle> {
-    requireFullKey(p);
+    requireBundleKey(p);
     return this.view(await this.ctx.db.read((em) => this.own(em, p, id)));
   }
 
@@ -261,7 +269,7 @@ export class Bundles {
 
   /** update changes a link's expiry, maximum uses, use count, description or password. */
   async update(p: Principal, id: number, input: unknown): Promise<Bundle> {
-    requireFullKey(p);
+    requireBundleKey(p);
     const data = parseFields(bundleUpdateSchema, input);
     const hash =
       data.password === undefined
@@ -290,7 +298,7 @@ export class Bundles {
 
   /** remove revokes a link: its URL stops working at once. */
   async remove(p: Principal, id: number): Promise<void> {
-    requireFullKey(p);
+    requireBundleKey(p);
     await this.ctx.db.work(async (em) => {
       const row = await this.own(em, p, id);
       await em.delete(BundleEntity, { id });

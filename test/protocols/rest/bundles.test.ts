@@ -16,7 +16,7 @@ import { operatorPrincipal } from '../../../src/core/index.ts';
 import { ActionEntity } from '../../../src/db/entities.ts';
 import { startTestGateway, type RequestOptions, type TestGateway } from '../../helpers/gateway.ts';
 import { dbOf } from '../../helpers/internals.ts';
-import { API, createUser, expectError, keyAuth, login, sessionAuth } from './client.ts';
+import { API, createKey, createUser, expectError, keyAuth, login, sessionAuth } from './client.ts';
 
 const RECIPIENT = '127.0.0.2';
 const execFileAsync = promisify(execFile);
@@ -160,6 +160,18 @@ describe('REST /bundles and share links', () => {
         await create({ paths: 'share/a.txt' }, keyAuth(gw.siteKey)),
         403,
         'not-authorized/not-allowed-to-create-bundle',
+      );
+    });
+
+    it('takes the sharer’s full and desktop-app keys (SPEC: their share-link functions), not other restricted keys', async () => {
+      const desktop = await createKey(gw, sharer.id, { permission_set: 'desktop_app' });
+      const ok = await create({ paths: 'share/a.txt' }, keyAuth(desktop.key));
+      expect(ok.status, ok.text).to.equal(201);
+      const office = await createKey(gw, sharer.id, { permission_set: 'office_integration' });
+      expectError(
+        await create({ paths: 'share/a.txt' }, keyAuth(office.key)),
+        403,
+        'not-authorized/api-key-only-for-office-integration',
       );
     });
 
