@@ -510,7 +510,8 @@ export class BundleVisit {
     const d = await this.guard(() => this.session.openRead(site, opts.signal ? { signal: opts.signal } : {}));
     if (opts.count !== false) {
       try {
-        await this.use('Downloaded', site);
+        // The file's own `read` Action is recorded by openRead.
+        await this.use('Downloaded', site, false);
       } catch (err) {
         d.stream.destroy();
         throw err;
