@@ -467,13 +467,14 @@ export class BundleVisit {
    * preview link). A used-up link is refused here already, so the page says so at once.
    */
   async open(): Promise<BundleSummary> {
-    if (this.row.kind === 'preview') await this.use('Opened');
-    else this.requireUsesLeft();
+    this.requireUsesLeft();
     const entries =
       this.row.kind === 'upload'
         ? [await this.uploadFolder()]
         : await this.guard(() => Promise.all(this.paths.map((p) => this.session.stat(p))));
-    if (this.row.kind !== 'preview') await this.record('Opened');
+    // Counted only once the link proved to work, so a refused opening spends nothing.
+    if (this.row.kind === 'preview') await this.use('Opened');
+    else await this.record('Opened');
     return {
       kind: this.row.kind,
       description: this.row.description,

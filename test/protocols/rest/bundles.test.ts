@@ -288,6 +288,14 @@ describe('REST /bundles and share links', () => {
         422,
         'processing-failure/bundle-only-allows-previews',
       );
+      // Opening is what a preview link is used for: it counts.
+      const once = await made({ paths: ['share/docs'], kind: 'preview', max_uses: 1 });
+      expect((await visit('GET', `/s/${once.code}/info`)).json.uses_left).to.equal(0);
+      expectError(
+        await visit('GET', `/s/${once.code}/info`),
+        403,
+        'not-authorized/bundle-maximum-uses-reached',
+      );
     });
 
     it('an upload link takes files into its folder, lists nothing and never overwrites', async () => {
