@@ -81,6 +81,9 @@ const ACTION_NAMES = [
   'api_key_destroy',
   'public_key_create',
   'public_key_destroy',
+  'bundle_create',
+  'bundle_update',
+  'bundle_destroy',
 ] as const;
 const isHttpUrl = (v: string) => {
   try {

@@ -23,6 +23,7 @@ import {
 import { actionWebhookFailureRoutes } from './routes/action_webhook_failures.ts';
 import { apiKeyRoutes } from './routes/api_keys.ts';
 import { billingDocumentRoutes, billingRoutes } from './routes/billing.ts';
+import { bundleRoutes } from './routes/bundles.ts';
 import { fileRoutes } from './routes/files.ts';
 import { folderRoutes } from './routes/folders.ts';
 import { transferRoutes } from './routes/transfers.ts';
@@ -217,6 +218,7 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
       folderRoutes(guarded, core);
       fileRoutes(guarded, core);
       zipRoutes(guarded, core);
+      bundleRoutes(guarded, core);
     }
     app.use(guarded.routes()).use(guarded.allowedMethods());
   };

@@ -19,7 +19,7 @@ export const CSRF_HEADER = 'X-Svc-CSRF';
  * own password prompt instead of letting the page show its sign-in.
  */
 export function wantsChallenge(path: string, requestedWith: string): boolean {
-  return requestedWith === '' && !path.startsWith('/web/');
+  return requestedWith === '' && !path.startsWith('/web/') && !path.startsWith('/s/');
 }
 
 /** WEB_COOKIE_OPTIONS are the cookie's attributes (Koa's cookies.set options). */

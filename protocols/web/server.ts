@@ -18,6 +18,7 @@ import {
   csrfToken,
   requireCsrf,
 } from '../shared/web-session.ts';
+import { sharePages } from './share.ts';
 
 /** BUNDLE_DIR is where `npm run compile` leaves the page: index.html and assets/. */
 export const BUNDLE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/web');
@@ -96,6 +97,7 @@ function userView(u: User, csrf: string) {
       email: u.email,
       self_managed: u.self_managed,
       site_admin: u.site_admin,
+      attachments_permission: u.attachments_permission,
       user_root: u.user_root,
     },
   };
@@ -165,18 +167,24 @@ export function webPages(core: Core): Koa.Middleware {
     return { id, principal };
   };
 
+  const page = (ctx: Koa.Context) => {
+    if (!bundle) {
+      ctx.status = 503;
+      ctx.type = 'text/plain; charset=utf-8';
+      ctx.body = 'The web interface is not built: run `npm run compile` and restart.\n';
+      return;
+    }
+    // The page names its assets by content hash, so only the page itself is revalidated.
+    sendAsset(ctx, bundle.index, 'no-cache');
+  };
+  const shares = sharePages(core, { page, readJson, requireSameOrigin });
+
   return async (ctx, next) => {
     const { method } = ctx;
     const read = method === 'GET' || method === 'HEAD';
+    if (await shares(ctx)) return;
     if (read && (ctx.path === '/' || ctx.path === '/index.html')) {
-      if (!bundle) {
-        ctx.status = 503;
-        ctx.type = 'text/plain; charset=utf-8';
-        ctx.body = 'The web interface is not built: run `npm run compile` and restart.\n';
-        return;
-      }
-      // The page names its assets by content hash, so only the page itself is revalidated.
-      sendAsset(ctx, bundle.index, 'no-cache');
+      page(ctx);
       return;
     }
     if (read && ctx.path.startsWith('/assets/')) {

@@ -130,6 +130,7 @@ const catalogue = {
     'permission-not-found',
     'notification-not-found',
     'public-key-not-found',
+    'bundle-not-found',
     'resource-not-found',
     'action-notification-export-not-found',
     'action-webhook-failure-not-found',

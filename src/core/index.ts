@@ -20,6 +20,7 @@ import { Permissions } from './access/permissions.ts';
 import type { CoreContext } from './context.ts';
 import { GatewayError } from './errors.ts';
 import { Billing } from './billing/billing.ts';
+import { Bundles } from './bundles/bundles.ts';
 import { Events } from './events/events.ts';
 import { Notifications } from './events/notifications.ts';
 import { createBlobStore } from './files/blobstores/index.ts';
@@ -63,6 +64,14 @@ export type { Action, HistoryQuery } from './actions/history.ts';
 export type { ActionNotificationExportResult } from './events/webhooks.ts';
 export { SIGNATURE_HEADER } from './events/webhooks.ts';
 export type { AccountLineItem, ImportResult } from './billing/billing.ts';
+export {
+  bundleCreateSchema,
+  bundleUpdateSchema,
+  GRANT_TTL_S,
+  type Bundle,
+  type BundleSummary,
+  type BundleVisit,
+} from './bundles/bundles.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {
@@ -87,6 +96,8 @@ export interface Core {
   readonly events: Events;
   /** billing holds invoices and payments (SPEC AccountLineItem) */
   readonly billing: Billing;
+  /** bundles are share links: made by users, opened by anyone with the link (issue 14) */
+  readonly bundles: Bundles;
   /** dav holds WebDAV's locks and dead properties, in the database so every instance shares them */
   readonly dav: { readonly locks: Locks; readonly properties: Properties };
   /** namespace.mkdir creates a folder with its parents (fixtures and the CLI) */
@@ -183,6 +194,7 @@ export async function createCore(
     files,
     events,
     billing: new Billing(ctx),
+    bundles: new Bundles(ctx, files),
     dav: { locks: new Locks(ctx), properties: new Properties(ctx, files.store) },
     namespace: {
       async mkdir(p, path) {

@@ -715,6 +715,44 @@ export const AccountLineItemEntity = new EntitySchema<AccountLineItemRow>({
   },
 });
 
+/** BundleKind is what a share link lets its recipients do (issue 14). */
+export type BundleKind = 'download' | 'preview' | 'upload';
+
+/** BundleRow is a share link: one user's paths, reached without an account through `code`. */
+export interface BundleRow {
+  id: number;
+  user_id: number;
+  /** the random code in the link's URL */
+  code: string;
+  kind: BundleKind;
+  /** JSON array of site paths */
+  paths: string;
+  password_hash: string | null;
+  description: string;
+  expires_at: Date | null;
+  max_uses: number | null;
+  uses: number;
+  created_at: Date;
+}
+
+export const BundleEntity = new EntitySchema<BundleRow>({
+  name: 'Bundle',
+  tableName: 'bundles',
+  columns: {
+    id: { type: 'integer', primary: true, generated: 'increment' },
+    user_id: { type: 'integer' },
+    code: { type: 'varchar', length: 64, unique: true },
+    kind: { type: 'varchar', length: 10 },
+    paths: { type: 'text' },
+    password_hash: { type: 'varchar', length: 100, nullable: true },
+    description: { type: 'text', default: '' },
+    expires_at: time(true),
+    max_uses: { type: 'integer', nullable: true },
+    uses: { type: 'integer', default: 0 },
+    created_at: time(),
+  },
+});
+
 /** entities lists every schema the data source knows. */
 export const entities = [
   UserEntity,
@@ -740,4 +778,5 @@ export const entities = [
   ExportEntity,
   MailChangeEntity,
   AccountLineItemEntity,
+  BundleEntity,
 ];

@@ -1,27 +1,15 @@
 /**
  * Our extension: GET /zip/<folder> streams the folder (or, with `entries[]=<name>`, some of its
- * entries) as one zip. The walk lists a page of 1,000 entries at a time and opens one file at a
- * time, each through the core (read permission, a `read` Action per file), and the archive is
- * written as the client takes it: never built whole in memory or on disk.
+ * entries) as one zip (protocols/shared/zip.ts): each file through the core (read permission, a
+ * `read` Action per file), written as the client takes it.
  */
 import contentDisposition from 'content-disposition';
-import ZipStream from 'zip-stream';
-import { GatewayError, type Core, type Entry, type FileSession } from '../../../src/core/index.ts';
+import { GatewayError, type Core } from '../../../src/core/index.ts';
+import { streamZip } from '../../shared/zip.ts';
 import { principal, query, type RestContext, type RestRouter } from '../http.ts';
 import { urlPath } from '../paths.ts';
 
-const PAGE = 1000;
-
 const nameOf = (path: string) => path.slice(path.lastIndexOf('/') + 1);
-
-/** walk yields every entry below `folder`, folders before their contents, a page at a time. */
-async function* walk(session: FileSession, folder: string): AsyncGenerator<Entry> {
-  for await (const page of session.listAll(folder, PAGE))
-    for (const entry of page) {
-      yield entry;
-      if (entry.type === 'directory') yield* walk(session, entry.path);
-    }
-}
 
 /** entriesParam reads `entries[]` (names inside the folder), or null for the whole folder. */
 function entriesParam(q: Record<string, unknown>): string[] | null {
@@ -47,47 +35,12 @@ export function zipRoutes(router: RestRouter, core: Core): void {
 
     const abort = new AbortController();
     ctx.req.once('close', () => abort.abort());
-    // Stored, not deflated: most large files are compressed already, and it keeps a 2-core
-    // machine's CPU for the other transfers.
-    const zip = new ZipStream({ store: true });
-    const prefix = folder ? `${folder}/` : '';
-    const add = (entry: Entry) =>
-      new Promise<void>((resolve, reject) => {
-        const name = entry.path.slice(prefix.length);
-        const date = new Date(entry.mtime);
-        if (entry.type === 'directory') {
-          zip.entry(null, { name: `${name}/`, date }, (err) => (err ? reject(err) : resolve()));
-          return;
-        }
-        session
-          .openRead(entry.path, { signal: abort.signal })
-          .then((opened) => {
-            zip.entry(opened.stream, { name, date }, (err) => (err ? reject(err) : resolve()));
-          })
-          .catch(reject);
-      });
-    const selected = async function* (): AsyncGenerator<Entry> {
-      if (!top) {
-        yield* walk(session, folder);
-        return;
-      }
-      for (const entry of top) {
-        yield entry;
-        if (entry.type === 'directory') yield* walk(session, entry.path);
-      }
+    const source = {
+      listAll: session.listAll.bind(session),
+      openRead: async (path: string, signal: AbortSignal) =>
+        (await session.openRead(path, { signal })).stream,
     };
-    void (async () => {
-      try {
-        for await (const entry of selected()) {
-          if (abort.signal.aborted) break;
-          await add(entry);
-        }
-        zip.finish();
-      } catch (err) {
-        // The status is sent: a cut-off archive is how the client learns of a failure now.
-        zip.destroy(err instanceof Error ? err : new Error(String(err)));
-      }
-    })();
+    const zip = streamZip(source, { folder, top, prefix: folder ? `${folder}/` : '', signal: abort.signal });
     ctx.status = 200;
     ctx.type = 'application/zip';
     ctx.set('Content-Disposition', contentDisposition(`${folder ? nameOf(folder) : 'files'}.zip`));

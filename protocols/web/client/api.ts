@@ -15,6 +15,8 @@ export interface Me {
     email: string;
     self_managed: boolean;
     site_admin: boolean;
+    /** may share files through share links */
+    attachments_permission?: boolean;
     /** where the browser opens (site path, '' for the root) */
     user_root: string;
   };

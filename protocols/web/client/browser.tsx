@@ -7,6 +7,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { API, ApiError, encodePath, request, sameOrigin, type Entry } from './api.ts';
 import { Dialog, FolderPicker, NameDialog } from './dialogs.tsx';
 import { dateFormat, folderFromHash, formatSize, join, nameOf, parentOf } from './paths.ts';
+import { ShareDialog } from './share.tsx';
 import { uploadFile } from './upload.ts';
 
 const ROW_HEIGHT = 40;
@@ -33,9 +34,10 @@ type Modal =
   | { kind: 'rename'; entry: Entry }
   | { kind: 'move' | 'copy'; entries: Entry[] }
   | { kind: 'delete'; entries: Entry[] }
+  | { kind: 'share'; entries: Entry[] }
   | null;
 
-export function Browser(props: { home: string }) {
+export function Browser(props: { home: string; canShare?: boolean }) {
   const home = props.home.replace(/^\/+|\/+$/g, '');
   const [folder, setFolder] = useState(() => folderFromHash(home));
   const [entries, setEntries] = useState<Entry[]>([]);
@@ -299,6 +301,12 @@ export function Browser(props: { home: string }) {
       run: () => setModal({ kind: 'copy', entries: chosen }),
     },
     {
+      label: 'Share',
+      offered: Boolean(props.canShare) && (can('list') || can('write')),
+      enabled: some,
+      run: () => setModal({ kind: 'share', entries: chosen }),
+    },
+    {
       label: 'Delete',
       offered: can('delete'),
       enabled: some,
@@ -544,6 +552,13 @@ export function Browser(props: { home: string }) {
             setModal(null);
             if (name && name !== nameOf(entry.path)) void rename(entry, name);
           }}
+        />
+      )}
+      {modal?.kind === 'share' && (
+        <ShareDialog
+          paths={modal.entries.map((e) => e.path)}
+          uploadable={can('write') && modal.entries.length === 1 && modal.entries[0]!.type === 'directory'}
+          onClose={() => setModal(null)}
         />
       )}
       {modal?.kind === 'delete' && (

@@ -4,11 +4,14 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, request, setSession, type Me } from './api.ts';
 import { Account } from './account.tsx';
 import { Browser } from './browser.tsx';
+import { BundlePage } from './bundle.tsx';
+import { ShareLinks } from './share.tsx';
 import { Field } from './field.tsx';
 import './style.css';
 
 const VIEWS = [
   ['files', 'Files'],
+  ['shares', 'Share links'],
   ['account', 'Account'],
 ] as const;
 
@@ -69,7 +72,7 @@ function SignIn(props: { notice: string; onSignedIn: (me: Me) => void }) {
 function App() {
   const [me, setMe] = useState<Me | null | undefined>(undefined);
   const [notice, setNotice] = useState('');
-  const [view, setView] = useState<'files' | 'account'>('files');
+  const [view, setView] = useState<(typeof VIEWS)[number][0]>('files');
   const signedIn = (m: Me) => {
     setSession(m.csrf, (message) => {
       setNotice(message);
@@ -85,6 +88,7 @@ function App() {
   }, []);
   if (me === undefined) return <p class="loading">Loading…</p>;
   if (me === null) return <SignIn notice={notice} onSignedIn={signedIn} />;
+  const canShare = Boolean(me.user.attachments_permission || me.user.site_admin);
   const signOut = async () => {
     await request('DELETE', '/web/session').catch(() => {});
     setNotice('You have signed out.');
@@ -95,7 +99,7 @@ function App() {
       <header class="top">
         <strong class="brand">svc-gateway</strong>
         <nav aria-label="Main">
-          {VIEWS.map(([v, label]) => (
+          {VIEWS.filter(([v]) => v !== 'shares' || canShare).map(([v, label]) => (
             <button
               key={v}
               type="button"
@@ -113,7 +117,9 @@ function App() {
         </button>
       </header>
       {view === 'files' ? (
-        <Browser home={me.user.user_root ?? ''} />
+        <Browser home={me.user.user_root ?? ''} canShare={canShare} />
+      ) : view === 'shares' ? (
+        <ShareLinks />
       ) : (
         <Account me={me} onChange={(user) => setMe({ ...me, user })} />
       )}
@@ -121,4 +127,9 @@ function App() {
   );
 }
 
-render(<App />, document.getElementById('app')!);
+// A share link (/s/<code>) is its own page, for a recipient without an account.
+const shared = /^\/s\/([^/]+)\/?$/.exec(location.pathname);
+render(
+  shared ? <BundlePage code={decodeURIComponent(shared[1]!)} /> : <App />,
+  document.getElementById('app')!,
+);

@@ -25,7 +25,10 @@ export type ActionName =
   | 'api_key_update'
   | 'api_key_destroy'
   | 'public_key_create'
-  | 'public_key_destroy';
+  | 'public_key_destroy'
+  | 'bundle_create'
+  | 'bundle_update'
+  | 'bundle_destroy';
 
 /** FailureType is SPEC's Action `failure_type` values the gateway records. */
 export type FailureType =

@@ -9,6 +9,7 @@ import { ActionHistoryIndexes1764633600000 } from './0008-action-history-indexes
 import { ClientLogins1764806400000 } from './0009-client-logins.ts';
 import { PathFieldsForm1764892800000 } from './0010-path-fields-form.ts';
 import { PendingVersions1764979200000 } from './0011-pending-versions.ts';
+import { Bundles1765065600000 } from './0012-bundles.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -23,4 +24,5 @@ export const migrations = [
   ClientLogins1764806400000,
   PathFieldsForm1764892800000,
   PendingVersions1764979200000,
+  Bundles1765065600000,
 ];
