@@ -511,7 +511,8 @@ export class BundleVisit {
     const rel = normalizeFilePath(path);
     if (rel === '') {
       const all = await this.guard(() => Promise.all(this.paths.map((p) => this.session.stat(p))));
-      for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize).map((e) => this.shown(e));
+      for (let i = 0; i < all.length; i += pageSize)
+        yield all.slice(i, i + pageSize).map((e) => this.shown(e));
       return;
     }
     const site = this.site(rel);
