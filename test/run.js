@@ -40,6 +40,8 @@ const DEBIAN_CLIENTS = [
   // The web interface's suite drives Debian's chromium through playwright-core.
   { command: 'chromium', package: 'chromium' },
   { command: 'unzip', package: 'unzip' },
+  // README's examples (test/protocols/readme.test.ts) read JSON answers with jq.
+  { command: 'jq', package: 'jq' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];
