@@ -127,6 +127,15 @@ describe(`REST API reference (OpenAPI 3.1, ${dbKind})`, function () {
         ).to.equal(true);
       }
     }
+    // What the gateway accepted, the document accepts too (its request schemas are the core's).
+    const requestSchema = op.requestBody?.content?.['application/json']?.schema as Json | undefined;
+    if (r.status < 300 && requestSchema && opts.body && !Buffer.isBuffer(opts.body)) {
+      const validate = validatorFor(requestSchema);
+      expect(
+        validate(opts.body),
+        `${where}: the request body the gateway took does not match ${template}'s requestBody\n${ajv.errorsText(validate.errors)}`,
+      ).to.equal(true);
+    }
     exercised.add(`${method.toUpperCase()} ${template}`);
     return r;
   }
