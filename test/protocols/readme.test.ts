@@ -123,6 +123,14 @@ interface RunResult {
       path.join(home, '.lftprc'),
       'set cmd:fail-exit yes\nset net:max-retries 2\nset net:timeout 20\n',
     );
+    // `npx svc-gateway …` runs this checkout's command (on the data dir above, as from a checkout).
+    const bin = path.join(work, 'node_modules', '.bin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(
+      path.join(bin, 'svc-gateway'),
+      `#!/bin/sh\nexec '${process.execPath}' '${path.resolve('bin/svc-gateway.js')}' "$@"\n`,
+      { mode: 0o755 },
+    );
     // The files the examples send.
     writeFileSync(path.join(work, 'q3.pdf'), '%PDF-1.4 a quarterly report\n');
     writeFileSync(path.join(work, 'report.pdf'), '%PDF-1.4 a report\n');
