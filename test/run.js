@@ -42,6 +42,8 @@ const DEBIAN_CLIENTS = [
   { command: 'unzip', package: 'unzip' },
   // storage.durability's test counts the fsyncs the kernel sees.
   { command: 'strace', package: 'strace' },
+  // README's examples (test/protocols/readme.test.ts) read JSON answers with jq.
+  { command: 'jq', package: 'jq' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];

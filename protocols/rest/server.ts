@@ -15,6 +15,7 @@ import { wantsChallenge } from '../shared/web-session.ts';
 import { authenticate } from './auth.ts';
 import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
+import { openApiDocument } from './openapi.ts';
 import type { RestContext, RestRouter, RestState } from './http.ts';
 import {
   actionNotificationExportRoutes,
@@ -54,6 +55,22 @@ function accountRoutes(router: RestRouter, core: Core): void {
   actionWebhookFailureRoutes(router, core);
   actionNotificationExportRoutes(router, core);
   billingRoutes(router, core);
+}
+
+/** referenceRoutes serves the API reference (OpenAPI 3.1, JSON) without credentials. */
+function referenceRoutes(router: RestRouter): void {
+  // The negotiation has taken `.json` off the path (and answers `.xml` with XML, which this
+  // document has no form in).
+  router.get('/openapi', (ctx: RestContext) => {
+    if (ctx.state.format !== 'json')
+      throw new GatewayError(
+        'bad-request/unsupported-http-response-format',
+        'The API reference is JSON only',
+      );
+    ctx.set('Cache-Control', 'public, max-age=3600');
+    ctx.type = 'application/json; charset=utf-8';
+    ctx.body = toJson(openApiDocument());
+  });
 }
 
 /** toGatewayError turns the errors Koa and its middleware raise into SPEC types; null for bugs. */
@@ -208,6 +225,7 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
     if (withSessions) {
       const open = new Router<RestState>({ prefix });
       sessionRoutes(open, core);
+      referenceRoutes(open);
       app.use(open.routes()).use(open.allowedMethods());
     }
     const guarded = new Router<RestState>({ prefix });

@@ -53,6 +53,7 @@ export type { ByteRange } from './files/blobstore.ts';
 export { resolveChroot, MAX_PATH } from './paths.ts';
 export { clientIp, ipInList } from './access/allowed-ips.ts';
 export type { Page, PageRequest } from './pagination.ts';
+export { requestSchemas, type RequestSchemaName } from './request-schemas.ts';
 export type { User } from './accounts/users.ts';
 export type { Group } from './accounts/groups.ts';
 export type { ApiKey } from './accounts/api-keys.ts';

@@ -45,10 +45,14 @@ export const int = z.union(
 );
 
 /** text is a string of at most `max` characters (SPEC's Limits); numbers are taken as their text. */
-export const text = (max?: number) =>
-  z
+export const text = (max?: number) => {
+  const schema = z
     .union([z.string(), z.number().transform(String)], { error: 'must be a string' })
     .pipe(max ? z.string().max(max, { error: `is too long (maximum is ${max} characters)` }) : z.string());
+  // The limit sits on the pipe's output side; the API reference (generated from the input side)
+  // shows it through this metadata.
+  return max ? schema.meta({ maxLength: max }) : schema;
+};
 
 /**
  * folderPath is SPEC's form of a folder field: slash-delimited, never starting with a slash, and

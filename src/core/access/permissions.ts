@@ -47,7 +47,8 @@ const pathFilter = text(5000).transform((v, c) => {
   return r.path;
 });
 
-const createSchema = z.object({
+/** permissionCreateSchema is what POST /permissions accepts. */
+export const permissionCreateSchema = z.object({
   path: permissionPath,
   permission: z.enum(levels, { error: `must be one of ${levels.join(', ')}` }),
   user_id: int.nullable().optional(),
@@ -55,7 +56,8 @@ const createSchema = z.object({
   group_id: int.nullable().optional(),
 });
 
-const filterSchema = z.object({
+/** permissionFilterSchema is the `filter` object GET /permissions accepts. */
+export const permissionFilterSchema = z.object({
   path: pathFilter.optional(),
   user_id: int.optional(),
   group_id: int.optional(),
@@ -68,7 +70,7 @@ export class Permissions {
   /** list shows every row to site admins, and to others their own and their groups' rows. */
   async list(p: Principal, req: PageRequest & { filter?: unknown }): Promise<Page<Permission>> {
     requireFullKey(p);
-    const filter = parseFields(filterSchema, req.filter ?? {});
+    const filter = parseFields(permissionFilterSchema, req.filter ?? {});
     const w = this.ctx.paginator.window('permissions', req);
     const rows = await this.ctx.db.read(async (em) => {
       const base: FindOptionsWhere<PermissionRow> = {};
@@ -95,7 +97,7 @@ export class Permissions {
   /** create grants a level to a user (by id or username) or a group, never both. */
   async create(p: Principal, input: unknown): Promise<Permission> {
     requireFullKey(p);
-    const data = parseFields(createSchema, input);
+    const data = parseFields(permissionCreateSchema, input);
     return this.ctx.db.work(async (em) => {
       await requireCapability(em, p, 'admin', data.path);
       let userId = data.user_id ?? null;

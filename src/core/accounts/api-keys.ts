@@ -54,7 +54,8 @@ const permissionSets = [
 // SPEC: last_use_at is refreshed at most once per 3 hours, which keeps key checks read-only.
 const LAST_USE_REFRESH_MS = 3 * 60 * 60 * 1000;
 
-const createSchema = z.object({
+/** apiKeyCreateSchema is what POST /api_keys accepts. */
+export const apiKeyCreateSchema = z.object({
   user_id: int.optional(),
   name: text(100).optional(),
   description: text().optional(),
@@ -64,7 +65,8 @@ const createSchema = z.object({
 });
 
 const filterValue = z.object({ expires_at: dateTime.optional() }).optional();
-const listSchema = z.object({
+/** apiKeyListSchema is the query GET /api_keys accepts (besides cursor and per_page). */
+export const apiKeyListSchema = z.object({
   user_id: int.optional(),
   sort_by: z
     .object({ expires_at: z.enum(['asc', 'desc'], { error: 'must be asc or desc' }).optional() })
@@ -91,7 +93,7 @@ export class ApiKeys {
    */
   async list(p: Principal, req: PageRequest & Record<string, unknown>): Promise<Page<ApiKey>> {
     requireFullKey(p);
-    const q = parseFields(listSchema, req);
+    const q = parseFields(apiKeyListSchema, req);
     const owner = q.user_id && q.user_id !== 0 ? q.user_id : (p.user?.id ?? null);
     if (owner !== (p.user?.id ?? null) && !isSiteAdmin(p)) {
       throw new GatewayError(
@@ -169,7 +171,7 @@ export class ApiKeys {
    */
   async create(p: Principal, input: unknown, reauthentication?: string): Promise<ApiKey> {
     requireFullKey(p);
-    const data = parseFields(createSchema, input);
+    const data = parseFields(apiKeyCreateSchema, input);
     const owner = data.user_id && data.user_id !== 0 ? data.user_id : (p.user?.id ?? null);
     if (owner === null) {
       throw modelSaveError({

@@ -23,8 +23,10 @@ const fields = {
   notes: text(),
   user_ids: idList,
 };
-const createSchema = z.object(fields).partial().required({ name: true });
-const updateSchema = z.object(fields).partial();
+/** groupCreateSchema is what POST /groups accepts. */
+export const groupCreateSchema = z.object(fields).partial().required({ name: true });
+/** groupUpdateSchema is what PUT or PATCH /groups/:id accepts. */
+export const groupUpdateSchema = z.object(fields).partial();
 
 /** Groups manages groups and their membership. */
 export class Groups {
@@ -52,7 +54,7 @@ export class Groups {
   /** create adds a group with its members. */
   async create(p: Principal, input: unknown): Promise<Group> {
     requireSiteAdmin(p);
-    const data = parseFields(createSchema, input);
+    const data = parseFields(groupCreateSchema, input);
     return this.ctx.db.work(async (em) => {
       await this.checkNameFree(em, data.name);
       const row = await em.save(
@@ -72,7 +74,7 @@ export class Groups {
   /** update changes the given fields; omitted ones (name, membership) stay as they are. */
   async update(p: Principal, id: number, input: unknown): Promise<Group> {
     requireSiteAdmin(p);
-    const data = parseFields(updateSchema, input);
+    const data = parseFields(groupUpdateSchema, input);
     return this.ctx.db.work(async (em) => {
       const row = await this.find(em, id);
       if (data.name !== undefined && data.name !== row.name) {

@@ -94,12 +94,14 @@ export function parsePublicKey(input: string): ParsedKey | { problem: string } {
   return { type, blob, line, comment: rest.join(' '), fingerprint: fingerprintOf(blob) };
 }
 
-const createSchema = z.object({
+/** publicKeyCreateSchema is what POST /public_keys accepts. */
+export const publicKeyCreateSchema = z.object({
   user_id: int.optional(),
   title: text(100).optional(),
   public_key: text(16384),
 });
-const listSchema = z.object({ user_id: int.optional() });
+/** publicKeyListSchema is the query GET /public_keys accepts (besides cursor and per_page). */
+export const publicKeyListSchema = z.object({ user_id: int.optional() });
 
 /** PublicKeys adds, lists and removes users' SSH public keys. */
 export class PublicKeys {
@@ -121,7 +123,7 @@ export class PublicKeys {
   /** list shows one user's keys (the caller's unless a site admin names `user_id`). */
   async list(p: Principal, req: PageRequest & Record<string, unknown>): Promise<Page<PublicKey>> {
     requireFullKey(p);
-    const q = parseFields(listSchema, req);
+    const q = parseFields(publicKeyListSchema, req);
     const owner = this.owner(p, q.user_id);
     const w = this.ctx.paginator.window(`public_keys:${owner}`, req);
     const rows = await this.ctx.db.read((em) =>
@@ -151,7 +153,7 @@ export class PublicKeys {
   /** create validates and stores a key for the caller, or for `user_id` when a site admin names one. */
   async create(p: Principal, input: unknown): Promise<PublicKey> {
     requireFullKey(p);
-    const data = parseFields(createSchema, input);
+    const data = parseFields(publicKeyCreateSchema, input);
     const owner = this.owner(p, data.user_id);
     const parsed = parsePublicKey(data.public_key);
     if ('problem' in parsed) throw modelSaveError({ public_key: [parsed.problem] });

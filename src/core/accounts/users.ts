@@ -123,9 +123,11 @@ const fields = {
     error: `must be one of ${Object.keys(grantLevels).join(', ')}`,
   }),
 };
-const createSchema = z.object(fields).partial().required({ username: true, password: true });
-const updateSchema = z.object(fields).partial();
-type UserInput = z.infer<typeof updateSchema>;
+/** userCreateSchema is what POST /users accepts. */
+export const userCreateSchema = z.object(fields).partial().required({ username: true, password: true });
+/** userUpdateSchema is what PUT or PATCH /users/:id accepts. */
+export const userUpdateSchema = z.object(fields).partial();
+type UserInput = z.infer<typeof userUpdateSchema>;
 
 /** Users manages user accounts; every call but the bootstrap is for site admins. */
 export class Users {
@@ -192,7 +194,7 @@ export class Users {
   /** create adds a user, its group memberships and its grant_permission rows in one unit of work. */
   async create(p: Principal, input: unknown): Promise<User> {
     requireSiteAdmin(p);
-    const data = parseFields(createSchema, input);
+    const data = parseFields(userCreateSchema, input);
     const hash = await hashPassword(data.password, this.ctx.config.accounts.bcrypt_rounds);
     return this.ctx.db.work(async (em) => {
       const row = await this.insert(em, data, hash);
@@ -212,7 +214,7 @@ export class Users {
    */
   async update(p: Principal, id: number, input: unknown, reauthentication?: string): Promise<User> {
     requireFullKey(p);
-    const data = parseFields(updateSchema, input);
+    const data = parseFields(userUpdateSchema, input);
     if (!isSiteAdmin(p)) {
       const own = p.user?.id === id && p.user.self_managed;
       const selfFields = ['name', 'email', 'password'];

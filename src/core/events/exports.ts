@@ -106,7 +106,8 @@ const list = z
           .filter((s) => s !== ''),
   );
 const trimSlashes = (s: string) => s.replace(/^\/+|\/+$/g, '');
-const createSchema = z.object({
+/** exportCreateSchema is what POST /action_notification_exports accepts. */
+export const exportCreateSchema = z.object({
   user_id: z.union([z.number().int().min(0), z.string().regex(/^\d*$/).transform(Number)]).optional(),
   start_at: z.unknown().optional(),
   end_at: z.unknown().optional(),
@@ -146,7 +147,7 @@ export class Exports {
   /** create checks access and stores the export as `building`; the events loop builds it. */
   async create(p: Principal, input: unknown): Promise<ActionNotificationExport> {
     requireFullKey(p);
-    const d = parseFields(createSchema, input);
+    const d = parseFields(exportCreateSchema, input);
     const start = parseTime(d.start_at, 'start_at');
     const end = parseTime(d.end_at, 'end_at');
     if (start && end && start > end) throw modelSaveError({ end_at: ['must not be before start_at'] });

@@ -21,7 +21,8 @@ export interface Notification {
 }
 
 // SPEC "Notification": path has no leading or trailing slash.
-const createSchema = z.object({
+/** notificationCreateSchema is what POST /notifications accepts. */
+export const notificationCreateSchema = z.object({
   path: folderPath(5000),
   user_id: int.optional(),
   username: text(50).optional(),
@@ -53,7 +54,7 @@ export class Notifications {
   /** create subscribes a user (the caller when no user is named) to a folder. */
   async create(p: Principal, input: unknown): Promise<Notification> {
     requireFullKey(p);
-    const data = parseFields(createSchema, input);
+    const data = parseFields(notificationCreateSchema, input);
     return this.ctx.db.work(async (em) => {
       let userId = data.user_id ?? null;
       if (userId === null && data.username) {

@@ -1,0 +1,289 @@
+/**
+ * The REST API's response resources (SPEC "Resources and their fields", with DESIGN.md's extension
+ * fields) and SPEC's error object, as zod schemas registered under the name the API reference
+ * gives them. They are the one description of what routes answer: protocols/rest/openapi.ts turns
+ * them into the document's components, and test/protocols/rest/openapi.test.ts checks real answers
+ * against that document. A field a formatter adds without adding it here fails that test.
+ */
+import { z } from 'zod';
+
+/** resources is the registry of response schemas; each is a component of the API reference. */
+export const resources = z.registry<{ id: string; description?: string }>();
+
+const dateTime = z.iso.datetime({ offset: true });
+const id = z.number().int();
+
+/** named registers `schema` as the component `name`. */
+function named<S extends z.ZodType>(name: string, description: string, schema: S): S {
+  const described = schema.describe(description) as S;
+  resources.add(described, { id: name, description });
+  return described;
+}
+
+/** ErrorObject is SPEC's error body (the model-save fields only on model-save-error). */
+export const ErrorObject = named(
+  'Error',
+  "SPEC's error object; clients branch on `type`, never on the status",
+  z.object({
+    error: z.string(),
+    'http-code': z.number().int(),
+    instance: z.string(),
+    title: z.string(),
+    type: z.string(),
+    detail: z.string().optional(),
+    errors: z.array(z.string()).optional(),
+    model_errors: z.record(z.string(), z.array(z.string())).optional(),
+    model_error_keys: z.record(z.string(), z.array(z.string())).optional(),
+  }),
+);
+
+/** EmptyList is SPEC's "empty array" success body (DELETE and friends). */
+export const EmptyList = named('EmptyList', 'An empty array: the success body of deletions', z.tuple([]));
+
+/** Session is what POST /sessions answers. */
+export const Session = named(
+  'Session',
+  'A session; send its id as X-SvcAPI-Auth',
+  z.object({ id: z.string() }),
+);
+
+/** User is SPEC's User as the API shows it (password and grant_permission are write-only). */
+export const User = named(
+  'User',
+  'A user account',
+  z.object({
+    id,
+    username: z.string(),
+    name: z.string(),
+    email: z.string(),
+    notes: z.string(),
+    group_ids: z.string(),
+    ftp_permission: z.boolean(),
+    web_permission: z.boolean(),
+    sftp_permission: z.boolean(),
+    dav_permission: z.boolean(),
+    restapi_permission: z.boolean(),
+    attachments_permission: z.boolean(),
+    self_managed: z.boolean(),
+    require_password_change: z.boolean(),
+    site_admin: z.boolean(),
+    allowed_ips: z.string(),
+    user_root: z.string(),
+    created_at: dateTime,
+    last_login_at: dateTime.nullable(),
+  }),
+);
+
+/** Group is SPEC's Group. */
+export const Group = named(
+  'Group',
+  'A group of users',
+  z.object({ id, name: z.string(), notes: z.string(), user_ids: z.string() }),
+);
+
+/** Permission is SPEC's Permission (with the group's name, our extension). */
+export const Permission = named(
+  'Permission',
+  'One user or group authorized on one folder at one level',
+  z.object({
+    id,
+    path: z.string(),
+    permission: z.enum(['full', 'readonly', 'writeonly', 'previewonly', 'admin']),
+    user_id: id.nullable(),
+    username: z.string().nullable(),
+    group_id: id.nullable(),
+    group_name: z.string().nullable(),
+  }),
+);
+
+/** Notification is SPEC's Notification. */
+export const Notification = named(
+  'Notification',
+  'An e-mail subscription of a user to a folder',
+  z.object({ id, path: z.string(), user_id: id, username: z.string() }),
+);
+
+/** ApiKey is SPEC's ApiKey; `key` only in the answer that created it. */
+export const ApiKey = named(
+  'ApiKey',
+  'An API key; `key` is shown once, when it is created',
+  z.object({
+    id,
+    descriptive_label: z.string(),
+    description: z.string(),
+    created_at: dateTime,
+    expires_at: dateTime.nullable(),
+    key: z.string().optional(),
+    last_use_at: dateTime.nullable(),
+    name: z.string(),
+    permission_set: z.string(),
+    platform: z.string(),
+    url: z.string(),
+    user_id: id.nullable(),
+  }),
+);
+
+/** PublicKey is an SSH public key of a user (our extension). */
+export const PublicKey = named(
+  'PublicKey',
+  'An SSH public key a user logs in to SFTP with',
+  z.object({
+    id,
+    title: z.string(),
+    public_key: z.string(),
+    fingerprint: z.string(),
+    created_at: dateTime,
+    user_id: id,
+  }),
+);
+
+/** Entry is SPEC's file or folder entry. */
+export const Entry = named(
+  'Entry',
+  'A file or folder',
+  z.object({
+    path: z.string(),
+    type: z.enum(['file', 'directory']),
+    size: z.number().int().nullable(),
+    mtime: dateTime,
+    crc32: z.string().nullable(),
+    md5: z.string().nullable(),
+  }),
+);
+
+/** Download is a file entry with the signed URL its bytes are read from (none with action=stat). */
+export const Download = named(
+  'Download',
+  'A file entry with `download_uri`, a signed URL valid for 3 minutes (omitted with action=stat)',
+  Entry.extend({ download_uri: z.string().optional() }),
+);
+
+/** Upload is SPEC's Upload object. */
+export const Upload = named(
+  'Upload',
+  'One step of a multi-step upload: where and how to send the next part',
+  z.object({
+    ref: z.string(),
+    path: z.string(),
+    action: z.literal('put/write'),
+    ask_about_overwrites: z.boolean(),
+    http_method: z.literal('PUT'),
+    upload_uri: z.string(),
+    partsize: z.number().int(),
+    part_number: z.number().int(),
+    available_parts: z.number().int(),
+    send: z.record(z.string(), z.string()),
+    headers: z.record(z.string(), z.string()),
+    parameters: z.record(z.string(), z.string()),
+    expires: dateTime,
+  }),
+);
+
+/** Action is SPEC's Action (history record). */
+export const Action = named(
+  'Action',
+  'One recorded action (history)',
+  z.object({
+    id,
+    path: z.string(),
+    when: dateTime,
+    destination: z.string(),
+    source: z.string(),
+    display: z.string(),
+    ip: z.string(),
+    targets: z.array(z.unknown()),
+    user_id: id.nullable(),
+    username: z.string(),
+    action: z.string(),
+    failure_type: z.string(),
+    interface: z.string(),
+  }),
+);
+
+/** ActionNotificationExport is SPEC's webhook-log export. */
+export const ActionNotificationExport = named(
+  'ActionNotificationExport',
+  'An export of the webhook delivery log',
+  z.object({
+    id,
+    export_version: z.string(),
+    start_at: dateTime.nullable(),
+    end_at: dateTime.nullable(),
+    status: z.enum(['building', 'ready', 'failed']),
+    query_path: z.string(),
+    query_folder: z.string(),
+    query_message: z.string(),
+    query_request_method: z.string(),
+    query_request_url: z.string(),
+    query_status: z.string(),
+    query_success: z.boolean().nullable(),
+    results_url: z.string(),
+    user_id: id,
+  }),
+);
+
+/** ActionNotificationExportResult is SPEC's export result (one webhook delivery). */
+export const ActionNotificationExportResult = named(
+  'ActionNotificationExportResult',
+  'One webhook delivery of an export',
+  z.object({
+    id,
+    created_at: z.number().int(),
+    status: z.number().int(),
+    message: z.string(),
+    success: z.boolean(),
+    request_headers: z.string(),
+    request_method: z.string(),
+    request_url: z.string(),
+    path: z.string(),
+    folder: z.string(),
+  }),
+);
+
+const optionalDate = dateTime.nullable();
+
+/** AccountLineItem is SPEC's invoice or payment. */
+export const AccountLineItem = named(
+  'AccountLineItem',
+  'An invoice or a payment',
+  z.object({
+    id,
+    amount: z.number(),
+    balance: z.number(),
+    created_at: dateTime,
+    currency: z.string(),
+    download_uri: z.string(),
+    invoice_line_items: z.array(
+      z.object({
+        amount: z.number(),
+        created_at: optionalDate,
+        description: z.string(),
+        type: z.string(),
+        service_end_at: optionalDate,
+        service_start_at: optionalDate,
+        plan: z.string(),
+        site: z.string(),
+      }),
+    ),
+    method: z.string(),
+    payment_line_items: z.array(
+      z.object({
+        amount: z.number(),
+        created_at: optionalDate,
+        invoice_id: id.nullable(),
+        payment_id: id.nullable(),
+      }),
+    ),
+    payment_reversed_at: optionalDate,
+    payment_type: z.string(),
+    site_name: z.string(),
+    type: z.enum(['invoice', 'payment']),
+  }),
+);
+
+/** FileOperationResult is what POST /files answers: move and copy, action=put, action=end. */
+export const FileOperationResult = named(
+  'FileOperationResult',
+  'An empty array (move, copy), an Upload (action=put) or the file entry (action=end)',
+  z.union([EmptyList, Upload, Entry]),
+);
