@@ -313,6 +313,8 @@ export const operations: Operation[] = [
     response: s.EmptyList,
   },
 
+  ...crud('bundles', 'Share links', s.Bundle, 'share link', 'BundleCreate', 'BundleUpdate'),
+
   {
     method: 'get',
     route: '/public_keys',

@@ -137,6 +137,26 @@ export const PublicKey = named(
   }),
 );
 
+/** Bundle is a share link (SPEC names bundles; the fields are ours). */
+export const Bundle = named(
+  'Bundle',
+  'A share link: paths shared by their owner with anyone who has the URL (and the password, if set)',
+  z.object({
+    id,
+    code: z.string(),
+    url: z.string(),
+    paths: z.array(z.string()),
+    kind: z.enum(['download', 'preview', 'upload']),
+    description: z.string(),
+    expires_at: dateTime.nullable(),
+    max_uses: z.number().int().nullable(),
+    uses: z.number().int(),
+    has_password: z.boolean(),
+    created_at: dateTime,
+    user_id: id,
+  }),
+);
+
 /** Entry is SPEC's file or folder entry. */
 export const Entry = named(
   'Entry',

@@ -8,6 +8,7 @@ import { apiKeyCreateSchema, apiKeyListSchema } from './accounts/api-keys.ts';
 import { groupCreateSchema, groupUpdateSchema } from './accounts/groups.ts';
 import { publicKeyCreateSchema, publicKeyListSchema } from './accounts/public-keys.ts';
 import { userCreateSchema, userUpdateSchema } from './accounts/users.ts';
+import { bundleCreateSchema, bundleUpdateSchema } from './bundles/bundles.ts';
 import { exportCreateSchema } from './events/exports.ts';
 import { notificationCreateSchema } from './events/notifications.ts';
 
@@ -25,6 +26,8 @@ export const requestSchemas = {
   PublicKeyCreate: publicKeyCreateSchema,
   PublicKeyListQuery: publicKeyListSchema,
   ActionNotificationExportCreate: exportCreateSchema,
+  BundleCreate: bundleCreateSchema,
+  BundleUpdate: bundleUpdateSchema,
 } as const;
 
 /** RequestSchemaName names one of the core's request schemas. */

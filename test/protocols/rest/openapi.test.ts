@@ -271,6 +271,24 @@ describe(`REST API reference (OpenAPI 3.1, ${dbKind})`, function () {
       rmSync(dir, { recursive: true, force: true });
     }
 
+    // Share links: the user may share (attachments_permission) what they may read
+    await checked('patch', `${API}/users/${uid}`, json({ attachments_permission: true }));
+    const link = await checked('post', `${API}/bundles`, {
+      headers: userKey,
+      body: { paths: ['ref'], kind: 'download', password: 'link-password-1', max_uses: 3 },
+    });
+    expect(link.status).to.equal(201);
+    await checked('get', `${API}/bundles`, { headers: userKey });
+    await checked('get', `${API}/bundles/${link.json.id}`, { headers: userKey });
+    await checked('patch', `${API}/bundles/${link.json.id}`, {
+      headers: userKey,
+      body: { description: 'notes' },
+    });
+    await checked('put', `${API}/bundles/${link.json.id}`, { headers: userKey, body: { max_uses: 5 } });
+    const refused = await checked('post', `${API}/bundles`, { headers: userKey, body: { paths: [] } });
+    expect(refused.status).to.equal(422);
+    await checked('delete', `${API}/bundles/${link.json.id}`, { headers: userKey });
+
     // Folders and files: a multi-step upload, list, stat, download, move, copy, zip, delete
     await checked('post', `${API}/folders/ref/sub`, { headers: userKey });
     await checked('get', `${API}/folders`, { headers: site });
