@@ -5,6 +5,7 @@ import { ApiError, request, setSession, type Me } from './api.ts';
 import { Account } from './account.tsx';
 import { Browser } from './browser.tsx';
 import { Field } from './field.tsx';
+import { useIdleSignOut } from './idle.ts';
 import './style.css';
 
 const VIEWS = [
@@ -34,7 +35,11 @@ function SignIn(props: { notice: string; onSignedIn: (me: Me) => void }) {
   return (
     <main class="signin">
       <h1>Sign in</h1>
-      {props.notice && !error && <p class="notice">{props.notice}</p>}
+      {props.notice && !error && (
+        <p class="notice" role="status">
+          {props.notice}
+        </p>
+      )}
       <form onSubmit={submit}>
         <Field
           label="Username"
@@ -78,6 +83,10 @@ function App() {
     setNotice('');
     setMe(m);
   };
+  useIdleSignOut(me?.idle_timeout_seconds, (message) => {
+    setNotice(message);
+    setMe(null);
+  });
   useEffect(() => {
     request<Me>('GET', '/web/session')
       .then(({ data }) => signedIn(data))
@@ -113,7 +122,7 @@ function App() {
         </button>
       </header>
       {view === 'files' ? (
-        <Browser home={me.user.user_root ?? ''} />
+        <Browser home={me.user.user_root ?? ''} userId={me.user.id} email={me.user.email ?? ''} />
       ) : (
         <Account me={me} onChange={(user) => setMe({ ...me, user })} />
       )}
