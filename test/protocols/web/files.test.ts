@@ -291,6 +291,37 @@ interface Action {
       ]);
     });
 
+    it('on a phone, by keyboard: Enter on a file’s name opens its preview, which fits the screen; Escape closes it', async () => {
+      const { page } = await signIn('alice', { width: 390 });
+      await openFolder(page, 'docs');
+      const name = page.getByRole('button', { name: 'photo.png' });
+      await name.focus();
+      await page.keyboard.press('Enter');
+      const dialog = page.getByRole('dialog', { name: 'Preview of photo.png' });
+      await dialog.getByRole('img', { name: 'photo.png' }).waitFor();
+      // Focus moved into the dialog, onto its Close button.
+      expect(
+        await page.evaluate(
+          () =>
+            (globalThis as unknown as { document: { activeElement: { textContent: string } } }).document
+              .activeElement.textContent,
+        ),
+      ).to.equal('Close');
+      const box = (await dialog.boundingBox())!;
+      expect(box.x).to.be.at.least(0);
+      expect(box.x + box.width).to.be.at.most(390);
+      await page.screenshot({ path: path.join(SCREENS, 'files-preview-phone.png') });
+      await page.keyboard.press('Escape');
+      await dialog.waitFor({ state: 'detached' });
+      // The long text wraps inside the screen too.
+      await page.getByRole('button', { name: 'long.log' }).click();
+      const text = page.getByLabel('Text of long.log');
+      await text.waitFor();
+      const t = (await text.boundingBox())!;
+      expect(t.x + t.width).to.be.at.most(390);
+      shot = page;
+    });
+
     it('the download URL shows only safe types inline: HTML and unknown files stay attachments', async () => {
       const entry = await api<{ download_uri: string }>(gw, 'GET', '/files/alice/docs/page.html');
       const url = `${base}${new URL(entry.download_uri).pathname}?disposition=inline`;
@@ -432,6 +463,7 @@ interface Action {
       await openFolder(again, 'big');
       await again.getByText('An upload was interrupted').waitFor();
       await again.getByText('video.bin: 32 MB of 80 MB sent').waitFor();
+      await again.screenshot({ path: path.join(SCREENS, 'files-resume-notice.png') });
       let resent = 0;
       await again.route('**/upload/**', async (route) => {
         resent += route.request().postDataBuffer()?.length ?? 0;
