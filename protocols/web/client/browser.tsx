@@ -10,6 +10,7 @@ import { dateFormat, folderFromHash, formatSize, join, nameOf, parentOf } from '
 import { Activity } from './activity.tsx';
 import { fromDrop, fromPicker, type Chosen } from './dropped.ts';
 import { Preview } from './preview.tsx';
+import { setOwner } from './resume.ts';
 import { runUploads, UploadPanel } from './uploads.tsx';
 
 const ROW_HEIGHT = 40;
@@ -42,6 +43,7 @@ const rightsOf = (headers: Headers | undefined) =>
 
 export function Browser(props: { home: string; userId: number; email: string }) {
   const home = props.home.replace(/^\/+|\/+$/g, '');
+  setOwner(props.userId);
   const [folder, setFolder] = useState(() => folderFromHash(home));
   const [entries, setEntries] = useState<Entry[]>([]);
   const [complete, setComplete] = useState(false);

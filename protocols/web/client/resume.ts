@@ -27,6 +27,8 @@ export interface Interrupted {
 }
 
 interface Stored extends Remembered {
+  /** the user who began it: another user of the same browser neither sees nor resumes it */
+  owner: number;
   path: string;
   size: number;
   modified: number;
@@ -52,7 +54,14 @@ function writeAll(all: Record<string, Stored>): void {
   }
 }
 
-const keyOf = (path: string, file: File) => `${path}\n${file.size}\n${file.lastModified}`;
+let owner = 0;
+
+/** setOwner names the signed-in user, whose uploads the functions below see. */
+export function setOwner(userId: number): void {
+  owner = userId;
+}
+
+const keyOf = (path: string, file: File) => `${owner}\n${path}\n${file.size}\n${file.lastModified}`;
 
 /** recalled is the unfinished upload of this file to `path`, if the page remembers one. */
 export function recalled(path: string, file: File): Remembered | null {
@@ -66,7 +75,7 @@ export function rememberUpload(path: string, file: File, m: Remembered): void {
   const key = keyOf(path, file);
   // `at` is when the upload began: the server's day counts from then.
   const at = all[key]?.ref === m.ref ? all[key].at : Date.now();
-  all[key] = { ...m, path, size: file.size, modified: file.lastModified, at };
+  all[key] = { ...m, owner, path, size: file.size, modified: file.lastModified, at };
   writeAll(all);
 }
 
@@ -77,9 +86,16 @@ export function forgetUpload(path: string, file: File): void {
   writeAll(all);
 }
 
+/** forgetPath drops every unfinished upload to `path` (the user gave it up). */
+export function forgetPath(path: string): void {
+  const all = readAll();
+  for (const [k, v] of Object.entries(all)) if (v.owner === owner && v.path === path) delete all[k];
+  writeAll(all);
+}
+
 /** interruptedIn lists the unfinished uploads into `folder` (directly or below it). */
 export function interruptedIn(folder: string): Interrupted[] {
   return Object.values(readAll())
-    .filter((s) => folder === '' || s.path.startsWith(`${folder}/`))
+    .filter((s) => s.owner === owner && (folder === '' || s.path.startsWith(`${folder}/`)))
     .map((s) => ({ path: s.path, size: s.size, sent: s.sent }));
 }

@@ -8,7 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { API, ApiError, encodePath, request } from './api.ts';
 import type { Chosen } from './dropped.ts';
 import { formatSize, join } from './paths.ts';
-import { interruptedIn } from './resume.ts';
+import { forgetPath, interruptedIn } from './resume.ts';
 import { uploadFile } from './upload.ts';
 
 interface UploadState {
@@ -135,7 +135,18 @@ export function UploadPanel(props: { folder: string }) {
           <ul>
             {cut.map((i) => (
               <li key={i.path}>
-                {inFolder(i.path)}: {formatSize(i.sent)} of {formatSize(i.size)} sent
+                {inFolder(i.path)}: {formatSize(i.sent)} of {formatSize(i.size)} sent{' '}
+                <button
+                  type="button"
+                  class="link"
+                  aria-label={`Forget the upload of ${inFolder(i.path)}`}
+                  onClick={() => {
+                    forgetPath(i.path);
+                    redraw((n) => n + 1);
+                  }}
+                >
+                  Forget
+                </button>
               </li>
             ))}
           </ul>

@@ -476,6 +476,7 @@ interface Action {
       // Exactly the missing 48 MiB went over the wire again, not the whole file.
       expect(resent).to.equal(size - 32 * MiB);
       expect(await remembered(again)).to.equal('{}');
+      expect(await again.getByText('An upload was interrupted').count()).to.equal(0);
 
       // An independent reader: OpenSSH sftp fetches the file, and its md5 is the original's.
       const sftp = await SftpClient.open(gw.ports.sftp!, 'alice', PASSWORD);
