@@ -12,6 +12,9 @@ import { formatSize, nameOf } from './paths.ts';
 /** TEXT_CAP is how much of a text file a preview shows. */
 export const TEXT_CAP = 256 * 1024;
 
+/** IMAGE_CAP is the largest image a preview draws (a bigger one would hold the browser for long). */
+const IMAGE_CAP = 64 * 1024 * 1024;
+
 const IMAGE = /\.(png|jpe?g|gif|webp|avif|bmp)$/i;
 const PDF = /\.pdf$/i;
 
@@ -25,6 +28,11 @@ type Shown =
 const inline = (url: string) => `${url}${url.includes('?') ? '&' : '?'}disposition=inline`;
 
 async function load(entry: Entry): Promise<Shown> {
+  if (IMAGE.test(entry.path) && (entry.size ?? 0) > IMAGE_CAP)
+    return {
+      kind: 'none',
+      message: `This image is too large to preview (over ${formatSize(IMAGE_CAP)}). Download it to open it.`,
+    };
   const { data } = await request<Entry & { download_uri: string }>(
     'GET',
     `${API}/files/${encodePath(entry.path)}`,

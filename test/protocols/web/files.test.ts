@@ -152,6 +152,7 @@ interface Action {
       );
       await upload('alice/docs/long.log', Buffer.from('log line\n'.repeat(40_000)));
       await upload('alice/docs/blob.bin', Buffer.from([0, 1, 2, 3, 0, 255, 254]));
+      await upload('alice/docs/huge.png', Buffer.alloc(65 * MiB));
       browser = await launchChromium();
     });
 
@@ -319,6 +320,10 @@ interface Action {
       await text.waitFor();
       const t = (await text.boundingBox())!;
       expect(t.x + t.width).to.be.at.most(390);
+      await page.getByRole('button', { name: 'Close' }).click();
+      // An image too large to draw is said so, before anything is fetched.
+      await page.getByRole('button', { name: 'huge.png' }).click();
+      await page.getByRole('alert').filter({ hasText: 'This image is too large to preview' }).waitFor();
       shot = page;
     });
 
