@@ -495,6 +495,43 @@ interface Action {
       expect(md5(readFileSync(local))).to.equal(md5(data));
     });
 
+    it('an upload whose connection keeps dropping fails in words; choosing the file again sends only the rest', async () => {
+      await api(gw, 'POST', '/folders/alice/flaky');
+      const size = 70 * MiB;
+      const data = Buffer.alloc(size);
+      for (let i = 0; i < size; i += 4096) data.writeUInt32LE((i * 40503) >>> 0, i);
+      const file = path.join(work, 'flaky.bin');
+      writeFileSync(file, data);
+      const { page } = await signIn('alice');
+      await openFolder(page, 'flaky');
+      // The network goes down after the first part: every later attempt is cut.
+      let seen = 0;
+      await page.route('**/upload/**', (route) =>
+        ++seen === 1 ? route.continue() : route.abort('connectionreset'),
+      );
+      await page.locator('input[type=file][multiple]').setInputFiles(file);
+      await page.getByText('Failed: The connection dropped while sending.').waitFor({ timeout: 60_000 });
+      await page.getByText('Upload finished; 1 of 1 failed.').waitFor();
+      await page.getByText('flaky.bin: 32 MB of 70 MB sent').waitFor();
+      // The network is back: the same file again resumes.
+      await page.unroute('**/upload/**');
+      let resent = 0;
+      await page.route('**/upload/**', async (route) => {
+        resent += route.request().postDataBuffer()?.length ?? 0;
+        await route.continue();
+      });
+      await page.locator('input[type=file][multiple]').setInputFiles(file);
+      await page.getByText('Done (resumed at 32 MB)').waitFor({ timeout: 60_000 });
+      expect(resent).to.equal(size - 32 * MiB);
+      const stat = await api<{ md5: string; size: number }>(
+        gw,
+        'GET',
+        '/files/alice/flaky/flaky.bin?action=stat',
+      );
+      expect(stat.size).to.equal(size);
+      expect(stat.md5).to.equal(md5(data));
+    });
+
     it('subscribes to and unsubscribes from a folder’s e-mail notifications, and shows its history', async () => {
       const { page } = await signIn('alice');
       await openFolder(page, 'docs');
