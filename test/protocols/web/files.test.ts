@@ -206,6 +206,29 @@ interface Action {
             globalThis as unknown as { localStorage: { getItem(k: string): string | null } }
           ).localStorage.getItem('svc-web-uploads') ?? '',
       );
+    /** bigFile writes `mib` MiB of varied bytes (a pattern per `seed`) as `name` in the work dir. */
+    const bigFile = (name: string, mib: number, seed: number) => {
+      const data = Buffer.alloc(mib * MiB);
+      for (let i = 0; i < data.length; i += 4096) data.writeUInt32LE((i * seed) >>> 0, i);
+      const file = path.join(work, name);
+      writeFileSync(file, data);
+      return { data, file };
+    };
+    /** countParts lets the page's part uploads through and counts the bytes they carry. */
+    const countParts = async (page: Page) => {
+      const counter = { bytes: 0 };
+      await page.route('**/upload/**', async (route) => {
+        counter.bytes += route.request().postDataBuffer()?.length ?? 0;
+        await route.continue();
+      });
+      return counter;
+    };
+    /** sameAs checks the file at a site path has `data`'s size and md5, as the server computed them. */
+    const sameAs = async (site: string, data: Buffer) => {
+      const stat = await api<{ md5: string; size: number }>(gw, 'GET', `/files/${site}?action=stat`);
+      expect(stat.size, site).to.equal(data.length);
+      expect(stat.md5, site).to.equal(md5(data));
+    };
     const row = (page: Page, name: string) => page.getByRole('row').filter({ hasText: name });
     const history = async () => api<Action[]>(gw, 'GET', '/history?per_page=1000');
     const openFolder = async (page: Page, name: string) => {
@@ -375,9 +398,7 @@ interface Action {
         expect(await bar.getAttribute('value'), name).to.equal(await bar.getAttribute('max'));
       }
       await row(page, 'tree').waitFor();
-      expect(
-        (await api<{ md5: string }>(gw, 'GET', '/files/alice/tree/sub/deeper/c.bin?action=stat')).md5,
-      ).to.equal(md5(c));
+      await sameAs('alice/tree/sub/deeper/c.bin', c);
       expect((await api<{ size: number }>(gw, 'GET', '/files/alice/tree/a.txt?action=stat')).size).to.equal(
         9,
       );
@@ -434,11 +455,8 @@ interface Action {
 
     it('resumes a large upload after the page was closed mid-way: only the missing parts are sent; md5 equal over SFTP', async () => {
       await api(gw, 'POST', '/folders/alice/big');
-      const size = 80 * MiB;
-      const data = Buffer.alloc(size);
-      for (let i = 0; i < size; i += 4096) data.writeUInt32LE((i * 2654435761) >>> 0, i);
-      const file = path.join(work, 'video.bin');
-      writeFileSync(file, data);
+      const { data, file } = bigFile('video.bin', 80, 2654435761);
+      const size = data.length;
 
       const ctx = await context();
       const { page } = await signIn('alice', { ctx });
@@ -469,17 +487,14 @@ interface Action {
       await again.getByText('An upload was interrupted').waitFor();
       await again.getByText('video.bin: 32 MB of 80 MB sent').waitFor();
       await again.screenshot({ path: path.join(SCREENS, 'files-resume-notice.png') });
-      let resent = 0;
-      await again.route('**/upload/**', async (route) => {
-        resent += route.request().postDataBuffer()?.length ?? 0;
-        await route.continue();
-      });
+      const resent = await countParts(again);
       await again.locator('input[type=file][multiple]').setInputFiles(file);
       await again.getByText(/resumed at 32 MB/).waitFor();
       await again.getByText('Upload finished.').waitFor({ timeout: 120_000 });
       await row(again, 'video.bin').waitFor();
       // Exactly the missing 48 MiB went over the wire again, not the whole file.
-      expect(resent).to.equal(size - 32 * MiB);
+      expect(resent.bytes).to.equal(size - 32 * MiB);
+      await sameAs('alice/big/video.bin', data);
       expect(await remembered(again)).to.equal('{}');
       expect(await again.getByText('An upload was interrupted').count()).to.equal(0);
 
@@ -497,11 +512,7 @@ interface Action {
 
     it('an upload whose connection keeps dropping fails in words; choosing the file again sends only the rest', async () => {
       await api(gw, 'POST', '/folders/alice/flaky');
-      const size = 70 * MiB;
-      const data = Buffer.alloc(size);
-      for (let i = 0; i < size; i += 4096) data.writeUInt32LE((i * 40503) >>> 0, i);
-      const file = path.join(work, 'flaky.bin');
-      writeFileSync(file, data);
+      const { data, file } = bigFile('flaky.bin', 70, 40503);
       const { page } = await signIn('alice');
       await openFolder(page, 'flaky');
       // The network goes down after the first part: every later attempt is cut.
@@ -515,21 +526,11 @@ interface Action {
       await page.getByText('flaky.bin: 32 MB of 70 MB sent').waitFor();
       // The network is back: the same file again resumes.
       await page.unroute('**/upload/**');
-      let resent = 0;
-      await page.route('**/upload/**', async (route) => {
-        resent += route.request().postDataBuffer()?.length ?? 0;
-        await route.continue();
-      });
+      const resent = await countParts(page);
       await page.locator('input[type=file][multiple]').setInputFiles(file);
       await page.getByText('Done (resumed at 32 MB)').waitFor({ timeout: 60_000 });
-      expect(resent).to.equal(size - 32 * MiB);
-      const stat = await api<{ md5: string; size: number }>(
-        gw,
-        'GET',
-        '/files/alice/flaky/flaky.bin?action=stat',
-      );
-      expect(stat.size).to.equal(size);
-      expect(stat.md5).to.equal(md5(data));
+      expect(resent.bytes).to.equal(data.length - 32 * MiB);
+      await sameAs('alice/flaky/flaky.bin', data);
     });
 
     it('subscribes to and unsubscribes from a folder’s e-mail notifications, and shows its history', async () => {
