@@ -165,7 +165,11 @@ const schema = z.strictObject({
     credential_cache_seconds: z.coerce.number().int().min(0).max(5),
     login_window_seconds: positiveInt,
   }),
-  sessions: z.strictObject({ idle_timeout_minutes: positiveInt, reauthentication_attempts: positiveInt }),
+  sessions: z.strictObject({
+    // A fraction is allowed (0.05 is 3 s), so a test can watch a session expire.
+    idle_timeout_minutes: z.coerce.number().positive(),
+    reauthentication_attempts: positiveInt,
+  }),
   lockout: z.strictObject({
     max_failures: positiveInt,
     window_minutes: positiveInt,
@@ -262,6 +266,7 @@ const envKeys: Record<string, string> = {
   SVC_MAX_CONNECTIONS: 'limits.max_connections',
   SVC_MAX_CONNECTIONS_PER_ADDRESS: 'limits.max_connections_per_address',
   SVC_MAX_SESSIONS_PER_USER: 'limits.max_sessions_per_user',
+  SVC_SESSION_IDLE_TIMEOUT_MINUTES: 'sessions.idle_timeout_minutes',
   SVC_SHUTDOWN_GRACE_SECONDS: 'shutdown.grace_seconds',
   SVC_UPLOADS_PENDING_HOURS: 'uploads.pending_hours',
   SVC_CREDENTIAL_CACHE_SECONDS: 'accounts.credential_cache_seconds',

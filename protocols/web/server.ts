@@ -62,7 +62,8 @@ function loadBundle(): { index: Asset; assets: Map<string, Asset> } | null {
 
 /**
  * contentSecurityPolicy allows only the page's own scripts and styles (no inline code) and
- * requests to its own origin, plus the S3 endpoint that presigned part URLs point at.
+ * requests to its own origin, plus the S3 endpoint that presigned part URLs point at; frames only
+ * from its own origin (a PDF preview in the browser's viewer).
  */
 function contentSecurityPolicy(core: Core): string {
   const { kind, s3 } = core.config.storage;
@@ -79,6 +80,7 @@ function contentSecurityPolicy(core: Core): string {
     "script-src 'self'",
     "style-src 'self'",
     "img-src 'self' blob: data:",
+    "frame-src 'self'",
     `connect-src ${connect.join(' ')}`,
     "base-uri 'none'",
     "form-action 'self'",
@@ -86,10 +88,11 @@ function contentSecurityPolicy(core: Core): string {
   ].join('; ');
 }
 
-/** userView is what the page needs to know about who is signed in. */
-function userView(u: User, csrf: string) {
+/** userView is what the page needs to know about who is signed in, and when an idle session ends. */
+function userView(u: User, csrf: string, idleMinutes: number) {
   return {
     csrf,
+    idle_timeout_seconds: Math.round(idleMinutes * 60),
     user: {
       id: u.id,
       username: u.username,
@@ -197,7 +200,11 @@ export function webPages(core: Core): Koa.Middleware {
     ctx.set('Cache-Control', 'no-store');
     if (method === 'GET') {
       const { id, principal } = await session(ctx);
-      ctx.body = userView(await core.users.get(principal, principal.user!.id), csrfToken(id));
+      ctx.body = userView(
+        await core.users.get(principal, principal.user!.id),
+        csrfToken(id),
+        core.config.sessions.idle_timeout_minutes,
+      );
       return;
     }
     if (method === 'POST') {
@@ -210,7 +217,11 @@ export function webPages(core: Core): Koa.Middleware {
         password: typeof fields.password === 'string' ? fields.password : '',
       });
       ctx.cookies.set(WEB_COOKIE, id, WEB_COOKIE_OPTIONS);
-      ctx.body = userView(await core.users.get(principal, principal.user!.id), csrfToken(id));
+      ctx.body = userView(
+        await core.users.get(principal, principal.user!.id),
+        csrfToken(id),
+        core.config.sessions.idle_timeout_minutes,
+      );
       return;
     }
     if (method === 'DELETE') {

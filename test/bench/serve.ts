@@ -1,6 +1,6 @@
 /**
  * Benchmark child process: starts one server and prints one JSON line {port, key} on stdout.
- *   gateway [--populate N] [--ports ftp,ftps,sftp] [--pasv FIRST-LAST]
+ *   gateway [--populate N] [--ports ftp,ftps,sftp] [--pasv FIRST-LAST] [--config JSON]
  *                                  the whole gateway on a fresh database (SQLite, or PostgreSQL when
  *                                  SVC_TEST_DATABASE_URL names a server), a site-wide key and 100
  *                                  users; the line also carries pid, dataDir and ports (every bound
@@ -9,7 +9,8 @@
  *                                  (populateMs says how long that took). --ports binds the named
  *                                  front ends (ftp, ftps, sftp, webdav) on free ports; --pasv sets
  *                                  the FTP passive port range (default config/default.yaml's);
- *                                  databaseUrl names the PostgreSQL database ('' on SQLite)
+ *                                  databaseUrl names the PostgreSQL database ('' on SQLite);
+ *                                  --config merges settings (e.g. {"sessions":{…}}) into the test's
  *   peer                           the peer: bare Koa over HTTPS with the same certificate, answering
  *                                  a constant JSON object (the ceiling of Koa + TLS on this machine)
  */
@@ -45,7 +46,8 @@ if (mode === 'peer') {
   for (const name of (arg('--ports') ?? '').split(',').filter(Boolean)) ports[name] = 0;
   const pasv = arg('--pasv');
   if (pasv) ports.ftp_pasv = pasv;
-  const gw = await startTestGateway({ log_level: 'error', ports });
+  const extra = JSON.parse(arg('--config') ?? '{}') as Record<string, unknown>;
+  const gw = await startTestGateway({ ...extra, log_level: 'error', ports });
   const admin = operatorPrincipal();
   for (let i = 0; i < 100; i++) {
     await gw.core.users.create(admin, {

@@ -43,9 +43,10 @@ export function folderRoutes(router: RestRouter, core: Core): void {
   const list = async (ctx: RestContext) => {
     const session = core.files.session(principal(ctx));
     const path = urlPath(ctx, '/folders');
-    const entries = await session.list(path, listOptions(query(ctx)));
-    // Our extension: what the caller may do in this folder, so a client offers only that.
+    // Our extension: what the caller may do in this folder, so a client offers only that. Set
+    // first, so a refused listing says it too (a writeonly folder still takes uploads).
     ctx.set('X-Svc-Rights', (await session.rights(path)).join(', '));
+    const entries = await session.list(path, listOptions(query(ctx)));
     send(ctx, 200, entries, 'files');
   };
   router.get('/folders{/*path}', list);

@@ -8,6 +8,28 @@ import parseRange from 'range-parser';
 import { GatewayError, type Core } from '../../../src/core/index.ts';
 import type { RestContext, RestRouter } from '../http.ts';
 
+/**
+ * PREVIEW_TYPES are the types a download may be shown inline as (`?disposition=inline`, the web
+ * page's preview): images a browser draws and PDF for its own viewer. Nothing that runs script on
+ * our origin (HTML, SVG, XML) is ever served inline; any other file stays an attachment.
+ */
+const PREVIEW_TYPES: Record<string, string> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  webp: 'image/webp',
+  avif: 'image/avif',
+  bmp: 'image/bmp',
+  pdf: 'application/pdf',
+};
+
+/** previewType is the inline type of a file name, or undefined when it is not shown inline. */
+function previewType(name: string): string | undefined {
+  const dot = name.lastIndexOf('.');
+  return dot > 0 ? PREVIEW_TYPES[name.slice(dot + 1).toLowerCase()] : undefined;
+}
+
 /** transferRoutes registers /download and /upload. */
 export function transferRoutes(router: RestRouter, core: Core): void {
   const download = async (ctx: RestContext) => {
@@ -17,8 +39,13 @@ export function transferRoutes(router: RestRouter, core: Core): void {
     ctx.set('ETag', etag);
     ctx.set('Last-Modified', d.mtime.toUTCString());
     ctx.set('Accept-Ranges', 'bytes');
-    ctx.set('Content-Disposition', contentDisposition(d.name));
+    // The token grants the bytes; how the browser shows them is the caller's choice, within PREVIEW_TYPES.
+    const inline = ctx.query.disposition === 'inline' ? previewType(d.name) : undefined;
+    ctx.set('Content-Disposition', contentDisposition(d.name, { type: inline ? 'inline' : 'attachment' }));
     ctx.set('Cache-Control', 'private, max-age=180');
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    // Shown only inside our own page (the preview's frame), never framed by another site.
+    if (inline) ctx.set('Content-Security-Policy', "default-src 'none'; frame-ancestors 'self'");
     if (ctx.get('If-None-Match') === etag) {
       ctx.status = 304;
       return;
@@ -38,7 +65,7 @@ export function transferRoutes(router: RestRouter, core: Core): void {
       // A multi-range request is answered with the first range only; clients (curl, browsers) accept that.
       if (Array.isArray(parsed)) range = parsed[0];
     }
-    ctx.type = 'application/octet-stream';
+    ctx.type = inline ?? 'application/octet-stream';
     if (range) {
       ctx.status = 206;
       ctx.set('Content-Range', `bytes ${range.start}-${range.end}/${d.size}`);

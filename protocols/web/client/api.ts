@@ -8,6 +8,8 @@ export const API = '/api/rest/v1';
 /** Me is who is signed in, as /web/session reports it. */
 export interface Me {
   csrf: string;
+  /** how long the server keeps a session without a request */
+  idle_timeout_seconds: number;
   user: {
     id: number;
     username: string;
@@ -37,12 +39,16 @@ export class ApiError extends Error {
     message: string,
     readonly type: string,
     readonly status: number,
+    /** the refusal's response headers (X-Svc-Rights on a folder one may not list) */
+    readonly headers?: Headers,
   ) {
     super(message);
   }
 }
 
 let csrf = '';
+/** lastRequestAt is when the page last called the server with its session (the idle clock's start). */
+export let lastRequestAt = Date.now();
 /** onSignedOut is called when the server no longer accepts the session (idle timeout, sign-out elsewhere). */
 let onSignedOut: (message: string) => void = () => {};
 
@@ -52,7 +58,7 @@ export function setSession(token: string, signedOut: (message: string) => void):
 }
 
 /** words turns an error object into a sentence; the server's own message is already in words. */
-function words(status: number, body: unknown): ApiError {
+function words(status: number, body: unknown, headers?: Headers): ApiError {
   const b = (body ?? {}) as { error?: string; type?: string; title?: string };
   const type = b.type ?? '';
   let message = b.error ?? b.title ?? '';
@@ -65,7 +71,7 @@ function words(status: number, body: unknown): ApiError {
           : 'The server refused this request.';
   }
   if (!/[.!?]$/.test(message)) message += '.';
-  return new ApiError(message, type, status);
+  return new ApiError(message, type, status, headers);
 }
 
 /** encodePath makes a site path safe in a URL, segment by segment. */
@@ -92,6 +98,7 @@ export async function request<T>(
   if (method !== 'GET' && method !== 'HEAD') headers['X-Svc-CSRF'] = csrf;
   if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
   let res: Response;
+  lastRequestAt = Date.now();
   try {
     res = await fetch(url, {
       method,
@@ -110,7 +117,7 @@ export async function request<T>(
     data = null;
   }
   if (!res.ok) {
-    const err = words(res.status, data);
+    const err = words(res.status, data, res.headers);
     if (res.status === 401 && url.startsWith(API)) onSignedOut('Your session has ended. Sign in again.');
     throw err;
   }

@@ -8,7 +8,11 @@ import { API, ApiError, encodePath, request, sameOrigin, type Entry } from './ap
 import { Dialog, FolderPicker, NameDialog } from './dialogs.tsx';
 import { dateFormat, folderFromHash, formatSize, join, nameOf, parentOf } from './paths.ts';
 import { ShareDialog } from './share.tsx';
-import { uploadFile } from './upload.ts';
+import { Activity } from './activity.tsx';
+import { fromDrop, fromPicker, type Chosen } from './dropped.ts';
+import { Preview } from './preview.tsx';
+import { setOwner } from './resume.ts';
+import { runUploads, UploadPanel } from './uploads.tsx';
 
 const ROW_HEIGHT = 40;
 const OVERSCAN = 10;
@@ -20,25 +24,28 @@ interface Sort {
   dir: 'asc' | 'desc';
 }
 
-interface UploadState {
-  id: number;
-  name: string;
-  size: number;
-  sent: number;
-  status: 'waiting' | 'sending' | 'done' | 'failed';
-  error?: string;
-}
-
 type Modal =
   | { kind: 'new-folder' }
   | { kind: 'rename'; entry: Entry }
   | { kind: 'move' | 'copy'; entries: Entry[] }
   | { kind: 'delete'; entries: Entry[] }
   | { kind: 'share'; entries: Entry[] }
+  | { kind: 'preview'; entry: Entry }
+  | { kind: 'activity' }
   | null;
 
-export function Browser(props: { home: string; canShare?: boolean }) {
+/** rightsOf reads X-Svc-Rights: what the caller may do in the folder listed (or refused). */
+const rightsOf = (headers: Headers | undefined) =>
+  new Set(
+    (headers?.get('X-Svc-Rights') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
+
+export function Browser(props: { home: string; userId: number; email: string; canShare?: boolean }) {
   const home = props.home.replace(/^\/+|\/+$/g, '');
+  setOwner(props.userId);
   const [folder, setFolder] = useState(() => folderFromHash(home));
   const [entries, setEntries] = useState<Entry[]>([]);
   const [complete, setComplete] = useState(false);
@@ -48,14 +55,13 @@ export function Browser(props: { home: string; canShare?: boolean }) {
   const [error, setError] = useState('');
   const [status, setStatus] = useState('');
   const [modal, setModal] = useState<Modal>(null);
-  const [uploads, setUploads] = useState<UploadState[]>([]);
   const [scrollTop, setScrollTop] = useState(0);
   const [viewport, setViewport] = useState(600);
   const [dragging, setDragging] = useState(false);
   const listRef = useRef<HTMLDivElement>(null);
   const fileInput = useRef<HTMLInputElement>(null);
+  const folderInput = useRef<HTMLInputElement>(null);
   const loadToken = useRef(0);
-  const uploadId = useRef(0);
 
   const fail = (err: unknown) => setError(err instanceof ApiError ? err.message : String(err));
 
@@ -71,17 +77,7 @@ export function Browser(props: { home: string; canShare?: boolean }) {
           `&sort_by[${sort.key}]=${sort.dir}`;
         const { data, headers } = await request<Entry[]>('GET', url);
         if (token !== loadToken.current) return;
-        if (page === 1) {
-          const r = headers.get('X-Svc-Rights') ?? '';
-          setRights(
-            new Set(
-              r
-                .split(',')
-                .map((s) => s.trim())
-                .filter(Boolean),
-            ),
-          );
-        }
+        if (page === 1) setRights(rightsOf(headers));
         all.push(...data);
         // Show the first page at once; later pages extend the list while the user already scrolls.
         setEntries(all.slice());
@@ -90,7 +86,13 @@ export function Browser(props: { home: string; canShare?: boolean }) {
       setComplete(true);
     } catch (err) {
       if (token !== loadToken.current) return;
-      if (all.length === 0) setEntries([]);
+      if (all.length === 0) {
+        setEntries([]);
+        // A folder one may not list may still take uploads (writeonly): the refusal names the rights.
+        const r = rightsOf(err instanceof ApiError ? err.headers : undefined);
+        setRights(r);
+        if (r.has('write') && !r.has('list')) return; // said by the drop-box notice below
+      }
       fail(err);
     }
   }, [folder, sort]);
@@ -121,6 +123,7 @@ export function Browser(props: { home: string; canShare?: boolean }) {
   };
 
   const can = (r: string) => rights.has(r);
+  const dropBox = can('write') && !can('list');
   const chosen = useMemo(() => entries.filter((e) => selected.has(e.path)), [entries, selected]);
   const single = chosen.length === 1 ? chosen[0]! : null;
 
@@ -229,51 +232,13 @@ export function Browser(props: { home: string; canShare?: boolean }) {
     }
   };
 
-  const startUploads = async (files: File[]) => {
-    if (files.length === 0) return;
+  const startUploads = async (chosen: Chosen) => {
+    if (chosen.files.length === 0 && chosen.folders.length === 0) return;
     setError('');
     setStatus('');
     const target = folder;
-    const batch = files.map((f) => ({
-      file: f,
-      state: {
-        id: ++uploadId.current,
-        name: f.name,
-        size: f.size,
-        sent: 0,
-        status: 'waiting',
-      } as UploadState,
-    }));
-    setUploads((u) => [
-      ...u.filter((x) => x.status === 'sending' || x.status === 'waiting'),
-      ...batch.map((b) => b.state),
-    ]);
-    const update = (id: number, patch: Partial<UploadState>) =>
-      setUploads((u) => u.map((x) => (x.id === id ? { ...x, ...patch } : x)));
-    const controller = new AbortController();
-    // Two files at a time: enough to fill the line, few enough that each shows steady progress.
-    const queue = batch.slice();
-    const worker = async () => {
-      for (let b = queue.shift(); b; b = queue.shift()) {
-        update(b.state.id, { status: 'sending' });
-        try {
-          await uploadFile(
-            join(target, b.file.name),
-            b.file,
-            (sent) => update(b.state.id, { sent }),
-            controller.signal,
-          );
-          update(b.state.id, { status: 'done', sent: b.file.size });
-        } catch (err) {
-          update(b.state.id, {
-            status: 'failed',
-            error: err instanceof ApiError ? err.message : String(err),
-          });
-        }
-      }
-    };
-    await Promise.all([worker(), worker()]);
-    setStatus(`Upload finished.`);
+    const failed = await runUploads(target, chosen);
+    setStatus(failed ? `Upload finished; ${failed} of ${chosen.files.length} failed.` : `Upload finished.`);
     if (target === folder) await load();
   };
 
@@ -281,6 +246,12 @@ export function Browser(props: { home: string; canShare?: boolean }) {
   const moveRights = can('write') && can('delete');
   const some = chosen.length > 0;
   const selectionActions = [
+    {
+      label: 'Preview',
+      offered: can('read'),
+      enabled: single?.type === 'file',
+      run: () => single && setModal({ kind: 'preview', entry: single }),
+    },
     { label: 'Download', offered: can('read'), enabled: some, run: () => void download(chosen) },
     {
       label: 'Rename',
@@ -321,7 +292,7 @@ export function Browser(props: { home: string; canShare?: boolean }) {
       setError('You may not upload into this folder.');
       return;
     }
-    void startUploads([...(e.dataTransfer?.files ?? [])]);
+    void fromDrop(e.dataTransfer).then(startUploads, fail);
   };
 
   // Breadcrumbs start at Home (the user's root); a folder outside it shows its whole path.
@@ -329,8 +300,6 @@ export function Browser(props: { home: string; canShare?: boolean }) {
   const segments = (base ? folder.slice(base.length) : folder).split('/').filter(Boolean);
   const first = Math.max(0, Math.floor(scrollTop / ROW_HEIGHT) - OVERSCAN);
   const last = Math.min(entries.length, Math.ceil((scrollTop + viewport) / ROW_HEIGHT) + OVERSCAN);
-  const totalSize = uploads.reduce((s, u) => s + u.size, 0);
-  const totalSent = uploads.reduce((s, u) => s + u.sent, 0);
   const arrow = (key: SortKey) => (sort.key === key ? (sort.dir === 'asc' ? ' ▲' : ' ▼') : '');
   const ariaSort = (key: SortKey) =>
     sort.key === key ? (sort.dir === 'asc' ? 'ascending' : 'descending') : 'none';
@@ -385,9 +354,24 @@ export function Browser(props: { home: string; canShare?: boolean }) {
               hidden
               aria-label="Files to upload"
               onChange={(e) => {
-                const files = [...(e.currentTarget.files ?? [])];
+                const chosen = fromPicker(e.currentTarget.files);
                 e.currentTarget.value = '';
-                void startUploads(files);
+                void startUploads(chosen);
+              }}
+            />
+            <button type="button" onClick={() => folderInput.current?.click()}>
+              Upload folder
+            </button>
+            <input
+              ref={folderInput}
+              type="file"
+              hidden
+              {...{ webkitdirectory: true }}
+              aria-label="Folder to upload"
+              onChange={(e) => {
+                const chosen = fromPicker(e.currentTarget.files);
+                e.currentTarget.value = '';
+                void startUploads(chosen);
               }}
             />
             <button type="button" onClick={() => setModal({ kind: 'new-folder' })}>
@@ -402,6 +386,9 @@ export function Browser(props: { home: string; canShare?: boolean }) {
               {a.label}
             </button>
           ))}
+        <button type="button" onClick={() => setModal({ kind: 'activity' })}>
+          Activity
+        </button>
       </div>
 
       {error && (
@@ -413,36 +400,7 @@ export function Browser(props: { home: string; canShare?: boolean }) {
         {status}
       </p>
 
-      {uploads.length > 0 && (
-        <section class="uploads" aria-label="Uploads">
-          <div class="upload">
-            <span>Total</span>
-            <progress aria-label="Total upload" max={totalSize || 1} value={totalSent} />
-            <span>
-              {formatSize(totalSent)} of {formatSize(totalSize)}
-            </span>
-          </div>
-          {uploads.map((u) => (
-            <div class="upload" key={u.id}>
-              <span class="name">{u.name}</span>
-              <progress
-                aria-label={`Upload of ${u.name}`}
-                max={u.size || 1}
-                value={u.status === 'done' ? u.size || 1 : u.sent}
-              />
-              <span class={u.status === 'failed' ? 'error' : ''}>
-                {u.status === 'done'
-                  ? 'Done'
-                  : u.status === 'failed'
-                    ? `Failed: ${u.error}`
-                    : u.status === 'waiting'
-                      ? 'Waiting'
-                      : `${Math.floor((100 * u.sent) / (u.size || 1))}%`}
-              </span>
-            </div>
-          ))}
-        </section>
-      )}
+      <UploadPanel folder={folder} />
 
       <div class="listing" role="table" aria-label="Folder contents" aria-rowcount={entries.length + 1}>
         <div class="row head" role="row" aria-rowindex={1}>
@@ -489,6 +447,15 @@ export function Browser(props: { home: string; canShare?: boolean }) {
                       <button type="button" class="link folder" onClick={() => open(entry.path)}>
                         {name}
                       </button>
+                    ) : // A file opens in the preview where the user may read it, as a folder opens.
+                    can('read') ? (
+                      <button
+                        type="button"
+                        class="link file"
+                        onClick={() => setModal({ kind: 'preview', entry })}
+                      >
+                        {name}
+                      </button>
                     ) : (
                       <span class="file" onClick={() => toggle(entry.path)}>
                         {name}
@@ -508,10 +475,14 @@ export function Browser(props: { home: string; canShare?: boolean }) {
           {complete && entries.length === 0 && !error && <p class="empty">This folder is empty.</p>}
         </div>
       </div>
-      <p class="count" aria-live="polite">
-        {entries.length} {entries.length === 1 ? 'item' : 'items'}
-        {complete || error ? '' : ' so far…'}
-      </p>
+      {dropBox ? (
+        <p class="notice">You may upload into this folder, but not see what is in it.</p>
+      ) : (
+        <p class="count" aria-live="polite">
+          {entries.length} {entries.length === 1 ? 'item' : 'items'}
+          {complete || error ? '' : ' so far…'}
+        </p>
+      )}
       {can('write') && <p class="hint">Drop files here to upload them into this folder.</p>}
 
       {modal?.kind === 'new-folder' && (
@@ -560,6 +531,16 @@ export function Browser(props: { home: string; canShare?: boolean }) {
           uploadable={can('write') && modal.entries.length === 1 && modal.entries[0]!.type === 'directory'}
           onClose={() => setModal(null)}
         />
+      )}
+      {modal?.kind === 'preview' && (
+        <Preview
+          entry={modal.entry}
+          onDownload={() => void download([modal.entry])}
+          onClose={() => setModal(null)}
+        />
+      )}
+      {modal?.kind === 'activity' && (
+        <Activity folder={folder} userId={props.userId} email={props.email} onClose={() => setModal(null)} />
       )}
       {modal?.kind === 'delete' && (
         <Dialog title="Delete" onClose={() => setModal(null)}>

@@ -3,7 +3,13 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 
 /** Dialog is a modal <dialog>: focus moves into it, Escape closes it, the page behind is inert. */
-export function Dialog(props: { title: string; onClose: () => void; children: ComponentChildren }) {
+export function Dialog(props: {
+  title: string;
+  onClose: () => void;
+  children: ComponentChildren;
+  /** a preview: as large as the screen allows */
+  wide?: boolean;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const d = ref.current;
@@ -11,7 +17,13 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
     return () => d?.close();
   }, []);
   return (
-    <dialog ref={ref} aria-label={props.title} onClose={props.onClose} onCancel={props.onClose}>
+    <dialog
+      ref={ref}
+      class={props.wide ? 'wide' : undefined}
+      aria-label={props.title}
+      onClose={props.onClose}
+      onCancel={props.onClose}
+    >
       <h2>{props.title}</h2>
       {props.children}
     </dialog>

@@ -7,6 +7,7 @@ import { Browser } from './browser.tsx';
 import { BundlePage } from './bundle.tsx';
 import { ShareLinks } from './share.tsx';
 import { Field } from './field.tsx';
+import { useIdleSignOut } from './idle.ts';
 import './style.css';
 
 const VIEWS = [
@@ -37,7 +38,11 @@ function SignIn(props: { notice: string; onSignedIn: (me: Me) => void }) {
   return (
     <main class="signin">
       <h1>Sign in</h1>
-      {props.notice && !error && <p class="notice">{props.notice}</p>}
+      {props.notice && !error && (
+        <p class="notice" role="status">
+          {props.notice}
+        </p>
+      )}
       <form onSubmit={submit}>
         <Field
           label="Username"
@@ -81,6 +86,10 @@ function App() {
     setNotice('');
     setMe(m);
   };
+  useIdleSignOut(me?.idle_timeout_seconds, (message) => {
+    setNotice(message);
+    setMe(null);
+  });
   useEffect(() => {
     request<Me>('GET', '/web/session')
       .then(({ data }) => signedIn(data))
@@ -117,7 +126,12 @@ function App() {
         </button>
       </header>
       {view === 'files' ? (
-        <Browser home={me.user.user_root ?? ''} canShare={canShare} />
+        <Browser
+          home={me.user.user_root ?? ''}
+          userId={me.user.id}
+          email={me.user.email ?? ''}
+          canShare={canShare}
+        />
       ) : view === 'shares' ? (
         <ShareLinks />
       ) : (

@@ -12,7 +12,8 @@ import { GatewayError } from '../errors.ts';
 import type { Interface, Principal } from '../principal.ts';
 import type { LoginGate, LoginRequest } from './login.ts';
 
-// last_active_at is written at most this often, so reads of a busy session stay reads.
+// last_active_at is written at most this often (and at most a quarter of the idle timeout, so a
+// short timeout does not end a session in use), so reads of a busy session stay reads.
 const TOUCH_EVERY_MS = 60_000;
 
 const digest = (id: string) => createHash('sha256').update(id).digest('hex');
@@ -76,7 +77,7 @@ export class Sessions {
     }
     // The user may have lost access (flag, allowed_ips) since the session began.
     await this.gate.admit(found.user, iface, ip, false);
-    if (now - found.session.last_active_at.getTime() > TOUCH_EVERY_MS) {
+    if (now - found.session.last_active_at.getTime() > Math.min(TOUCH_EVERY_MS, idle / 4)) {
       await this.ctx.db.work((em) =>
         em.update(SessionEntity, { id_digest: d }, { last_active_at: new Date(now) }),
       );

@@ -8,17 +8,16 @@
  */
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { launchChromium } from '../../helpers/chromium.ts';
+import { buildPage, launchChromium, saveScreen } from '../../helpers/chromium.ts';
 import { api, startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 
-const SCREENS = path.resolve('.tmp/web-screens');
 const PASSWORD = 'correct-horse-9';
 
 /** raw sends one HTTPS request as a script on another site would; nothing is added. */
@@ -83,10 +82,7 @@ interface Action {
 
     before(async function () {
       this.timeout(300_000);
-      // The page as `npm run compile` bundles it, rebuilt here so the test sees the current sources.
-      const built = spawnSync(process.execPath, ['protocols/web/build.js'], { encoding: 'utf8' });
-      if (built.status !== 0) throw new Error(`protocols/web/build.js failed: ${built.stderr}`);
-      mkdirSync(SCREENS, { recursive: true });
+      buildPage();
       ({ child, info: gw } = await startGateway(['--populate', '10000']));
       base = `https://127.0.0.1:${gw.port}`;
       await api(gw, 'POST', '/folders/alice');
@@ -112,9 +108,7 @@ interface Action {
     });
 
     afterEach(async function () {
-      const title = (this.currentTest?.title ?? 'test').replace(/[^a-z0-9]+/gi, '-').slice(0, 60);
-      const page = contexts.at(-1)?.pages()[0];
-      if (page) await page.screenshot({ path: path.join(SCREENS, `${title}.png`), fullPage: true });
+      await saveScreen(contexts.at(-1)?.pages()[0], this.currentTest?.title);
       for (const c of contexts.splice(0)) await c.close();
     });
 
@@ -291,7 +285,7 @@ interface Action {
       const file = path.join(work, 'big report.bin');
       writeFileSync(file, data);
       writeFileSync(path.join(work, 'notes.txt'), 'hello from the browser\n');
-      await page.locator('input[type=file]').setInputFiles([file, path.join(work, 'notes.txt')]);
+      await page.locator('input[type=file][multiple]').setInputFiles([file, path.join(work, 'notes.txt')]);
       const bar = page.getByRole('progressbar', { name: 'Upload of big report.bin' });
       await bar.waitFor();
       await page.getByRole('progressbar', { name: 'Total upload' }).waitFor();
@@ -391,7 +385,7 @@ interface Action {
       const page = await signIn('alice');
       await page.getByRole('button', { name: 'shelf' }).click();
       writeFileSync(path.join(work, 'book.txt'), 'a book');
-      await page.locator('input[type=file]').setInputFiles(path.join(work, 'book.txt'));
+      await page.locator('input[type=file][multiple]').setInputFiles(path.join(work, 'book.txt'));
       await row(page, 'book.txt').waitFor();
 
       await page.getByRole('checkbox', { name: 'Select book.txt' }).check();
@@ -428,7 +422,7 @@ interface Action {
       const page = await signIn('alice');
       await page.getByRole('button', { name: 'work' }).click();
       writeFileSync(path.join(work, 'draft.txt'), 'draft');
-      await page.locator('input[type=file]').setInputFiles(path.join(work, 'draft.txt'));
+      await page.locator('input[type=file][multiple]').setInputFiles(path.join(work, 'draft.txt'));
       await row(page, 'draft.txt').waitFor();
 
       await page.getByRole('checkbox', { name: 'Select draft.txt' }).check();
