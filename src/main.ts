@@ -10,7 +10,7 @@ import type { Logger } from './log.ts';
 import { loadTls } from './tls.ts';
 import { restFrontEnd } from '../protocols/rest/server.ts';
 import { webPages } from '../protocols/web/server.ts';
-import { sftpFrontEnd } from '../protocols/sftp/server.ts';
+import { readHostKeys, sftpFrontEnd } from '../protocols/sftp/server.ts';
 import { ftpFrontEnd } from '../protocols/ftp/server.ts';
 import { webdavFrontEnd } from '../protocols/webdav/server.ts';
 
@@ -43,6 +43,8 @@ export async function startGateway(
       'every listener is off (ports.* / SVC_HTTPS_PORT, SVC_WEBDAV_PORT, SVC_FTP_PORT, SVC_FTPS_PORT, SVC_SFTP_PORT): nothing to serve',
     );
   }
+  // A host key file that is wrong stops the start before the database is touched.
+  if (config.ports.sftp !== null && config.sftp.host_keys.length) readHostKeys(config.sftp.host_keys);
   const core = await createCore(config, log);
   const started: FrontEnd[] = [];
   try {
