@@ -40,6 +40,10 @@ const DEBIAN_CLIENTS = [
   // The web interface's suite drives Debian's chromium through playwright-core.
   { command: 'chromium', package: 'chromium' },
   { command: 'unzip', package: 'unzip' },
+  // The balanced-cluster test puts HAProxy in front of three gateways; the docker/ test checks the
+  // compose file and HAProxy's config with them.
+  { command: 'haproxy', package: 'haproxy' },
+  { command: 'docker-compose', package: 'docker-compose' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];
