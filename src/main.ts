@@ -109,10 +109,11 @@ function cannotListen(config: Config, name: string, port: number, err: unknown):
 }
 
 /**
- * warnLoopbackPublicUrl: signed upload and download URLs carry the public URL, so one naming a
- * loopback address works only on this machine while the listeners take clients from anywhere.
+ * warnLoopbackPublicUrl warns at start when the public URL names a loopback address while the
+ * listeners bind every address: signed upload and download URLs carry it, so they would work only
+ * on this machine while the listeners take clients from anywhere.
  */
-function warnLoopbackPublicUrl(config: Config, log: Logger): void {
+export function warnLoopbackPublicUrl(config: Config, log: Logger): void {
   const everywhere = config.bind === '0.0.0.0' || config.bind === '::';
   let host = '';
   try {
