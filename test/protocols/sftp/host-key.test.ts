@@ -5,7 +5,7 @@
  * that is missing or not a private key stops the start with one line naming the variable.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -52,7 +52,8 @@ describe('SVC_SSH_HOST_KEY: one host key for several instances', function () {
 
   /** start runs a gateway process with its own data dir (SFTP only) and the admin's password. */
   async function start(env: Record<string, string>): Promise<ServedProcess> {
-    const s = await serveProcess(mkdtempSync(path.join(dir, 'data-')), {
+    const dataDir = mkdtempSync(path.join(dir, 'data-'));
+    const s = await serveProcess(dataDir, {
       SVC_HTTPS_PORT: 'off',
       SVC_WEBDAV_PORT: 'off',
       SVC_FTP_PORT: 'off',
@@ -61,6 +62,8 @@ describe('SVC_SSH_HOST_KEY: one host key for several instances', function () {
       ...env,
     });
     served.push(s);
+    // Keys are generated into the data dir only when SVC_SSH_HOST_KEY is unset.
+    expect(existsSync(path.join(dataDir, 'ssh')), 'generated keys').to.equal(!env.SVC_SSH_HOST_KEY);
     return s;
   }
 
