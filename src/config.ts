@@ -123,6 +123,9 @@ const schema = z.strictObject({
     s3: z.strictObject({
       bucket: z.string(),
       endpoint: z.string(),
+      public_endpoint: z
+        .string()
+        .refine((v) => v === '' || isHttpUrl(v), { message: 'empty or an http(s) URL' }),
       region: z.string(),
       force_path_style: boolish,
     }),
@@ -190,6 +193,7 @@ const schema = z.strictObject({
     passive_listeners_per_user: nonNegativeInt,
   }),
   sftp: z.strictObject({
+    host_keys: z.array(z.string().min(1)),
     banner: z.string(),
     idle_timeout_seconds: positiveInt,
     login_grace_seconds: positiveInt,
@@ -244,6 +248,7 @@ const envKeys: Record<string, string> = {
   SVC_STORAGE: 'storage.kind',
   SVC_S3_BUCKET: 'storage.s3.bucket',
   SVC_S3_ENDPOINT: 'storage.s3.endpoint',
+  SVC_S3_PUBLIC_ENDPOINT: 'storage.s3.public_endpoint',
   SVC_S3_REGION: 'storage.s3.region',
   SVC_S3_FORCE_PATH_STYLE: 'storage.s3.force_path_style',
   SVC_DURABILITY: 'storage.durability',
@@ -256,6 +261,7 @@ const envKeys: Record<string, string> = {
   SVC_SFTP_PORT: 'ports.sftp',
   SVC_FTP_PASV_ADDRESS: 'ftp.passive_address',
   SVC_FTP_REQUIRE_TLS: 'ftp.require_tls',
+  SVC_SSH_HOST_KEY: 'sftp.host_keys',
   SVC_PUBLIC_URL: 'public_url',
   SVC_ADMIN_USERNAME: 'admin.username',
   SVC_ADMIN_PASSWORD: 'admin.password',
@@ -286,6 +292,12 @@ const envKeys: Record<string, string> = {
 /** envValue turns one variable's text into the setting's value (lists and JSON documents). */
 function envValue(name: string, key: string, value: string): unknown {
   if (key === 'site.allowed_ips' || key === 'proxy.trusted') return value.split(/[\s,]+/).filter(Boolean);
+  // File names may hold spaces: only commas separate them.
+  if (key === 'sftp.host_keys')
+    return value
+      .split(',')
+      .map((f) => f.trim())
+      .filter(Boolean);
   if (key === 'webhooks') {
     if (value.trim() === '') return [];
     try {

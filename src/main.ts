@@ -10,7 +10,7 @@ import type { Logger } from './log.ts';
 import { loadTls } from './tls.ts';
 import { restFrontEnd } from '../protocols/rest/server.ts';
 import { webPages } from '../protocols/web/server.ts';
-import { sftpFrontEnd } from '../protocols/sftp/server.ts';
+import { readHostKeys, sftpFrontEnd } from '../protocols/sftp/server.ts';
 import { ftpFrontEnd } from '../protocols/ftp/server.ts';
 import { webdavFrontEnd } from '../protocols/webdav/server.ts';
 
@@ -43,6 +43,8 @@ export async function startGateway(
       'every listener is off (ports.* / SVC_HTTPS_PORT, SVC_WEBDAV_PORT, SVC_FTP_PORT, SVC_FTPS_PORT, SVC_SFTP_PORT): nothing to serve',
     );
   }
+  // A host key file that is wrong stops the start before the database is touched.
+  if (config.ports.sftp !== null && config.sftp.host_keys.length) readHostKeys(config.sftp.host_keys);
   const core = await createCore(config, log);
   const started: FrontEnd[] = [];
   try {
@@ -107,10 +109,11 @@ function cannotListen(config: Config, name: string, port: number, err: unknown):
 }
 
 /**
- * warnLoopbackPublicUrl: signed upload and download URLs carry the public URL, so one naming a
- * loopback address works only on this machine while the listeners take clients from anywhere.
+ * warnLoopbackPublicUrl warns at start when the public URL names a loopback address while the
+ * listeners bind every address: signed upload and download URLs carry it, so they would work only
+ * on this machine while the listeners take clients from anywhere.
  */
-function warnLoopbackPublicUrl(config: Config, log: Logger): void {
+export function warnLoopbackPublicUrl(config: Config, log: Logger): void {
   const everywhere = config.bind === '0.0.0.0' || config.bind === '::';
   let host = '';
   try {

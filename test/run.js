@@ -44,6 +44,10 @@ const DEBIAN_CLIENTS = [
   { command: 'strace', package: 'strace' },
   // README's examples (test/protocols/readme.test.ts) read JSON answers with jq.
   { command: 'jq', package: 'jq' },
+  // The balanced-cluster test puts HAProxy in front of three gateways; the docker/ test checks the
+  // compose file and HAProxy's config with them.
+  { command: 'haproxy', package: 'haproxy' },
+  { command: 'docker-compose', package: 'docker-compose' },
 ];
 
 const SPEC_GLOBS = ['test/unit/**/*.test.ts', 'test/protocols/**/*.test.ts'];

@@ -9,6 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import ssh2 from 'ssh2';
 import type { AuthContext, Connection, ServerChannel } from 'ssh2';
+import { ConfigError } from '../../src/config.ts';
 import { GatewayError, type Core, type FrontEnd, type Principal } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import {
@@ -53,6 +54,38 @@ const ALGORITHMS = {
 } as const;
 
 const AUTH_METHODS = ['publickey', 'password', 'keyboard-interactive'] as const;
+
+/** HOST_KEY_SETTING names the setting of the operator's host key files, as start-up failures say it. */
+const HOST_KEY_SETTING = 'sftp.host_keys (SVC_SSH_HOST_KEY)';
+
+/**
+ * readHostKeys reads the operator's host key files (sftp.host_keys), one private key of each type,
+ * refusing at start, by name, a file that is missing or that ssh2 cannot read as a private key:
+ * instances behind one balancer must all show the key their clients pinned.
+ */
+export function readHostKeys(files: string[]): string[] {
+  const types = new Map<string, string>();
+  return files.map((file) => {
+    if (!existsSync(file)) throw new ConfigError(`setting ${HOST_KEY_SETTING}: file ${file} does not exist`);
+    const text = readFileSync(file, 'utf8');
+    const parsed = utils.parseKey(text);
+    const key = Array.isArray(parsed) ? parsed[0] : parsed;
+    if (!key || key instanceof Error || !key.isPrivateKey()) {
+      const why = key instanceof Error ? ` (${key.message})` : '';
+      throw new ConfigError(
+        `setting ${HOST_KEY_SETTING}: file ${file} is not an unencrypted SSH private key in PEM or OpenSSH format${why}`,
+      );
+    }
+    // ssh2 keeps the first key of a type and drops the others without a word.
+    const earlier = types.get(key.type);
+    if (earlier)
+      throw new ConfigError(
+        `setting ${HOST_KEY_SETTING}: files ${earlier} and ${file} are both ${key.type} keys; give one of each type`,
+      );
+    types.set(key.type, file);
+    return text;
+  });
+}
 
 /**
  * loadHostKeys reads the Ed25519 and RSA host keys from `dir`, generating them on first start:
@@ -120,7 +153,9 @@ export function sftpFrontEnd(): FrontEnd {
       const limits = connectionLimits(core);
       /** sockets still in their login grace, with their ssh2 connection once there is one */
       const pending = new Map<net.Socket, Pending>();
-      const hostKeys = loadHostKeys(path.join(core.config.data_dir, 'ssh'));
+      const hostKeys = cfg.host_keys.length
+        ? readHostKeys(cfg.host_keys)
+        : loadHostKeys(path.join(core.config.data_dir, 'ssh'));
       const ssh = new Server(
         {
           hostKeys,

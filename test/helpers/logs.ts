@@ -5,6 +5,7 @@
 import { Writable } from 'node:stream';
 import winston from 'winston';
 import type { Core } from '../../src/core/index.ts';
+import type { Logger } from '../../src/log.ts';
 
 /** LogCapture holds the lines logged at `info` and above since it started. */
 export interface LogCapture {
@@ -15,6 +16,11 @@ export interface LogCapture {
 
 /** captureLogs starts keeping the core's log lines at info and above. */
 export function captureLogs(core: Core): LogCapture {
+  return captureLogger(core.log);
+}
+
+/** captureLogger starts keeping a logger's lines at info and above (a logger without a core). */
+export function captureLogger(log: Logger): LogCapture {
   const lines: Record<string, unknown>[] = [];
   const sink = new Writable({
     objectMode: true,
@@ -24,13 +30,13 @@ export function captureLogs(core: Core): LogCapture {
     },
   });
   const transport = new winston.transports.Stream({ stream: sink, level: 'info' });
-  core.log.add(transport);
-  core.log.silent = false;
+  log.add(transport);
+  log.silent = false;
   return {
     lines,
     stop() {
-      core.log.remove(transport);
-      core.log.silent = true;
+      log.remove(transport);
+      log.silent = true;
     },
   };
 }

@@ -110,6 +110,30 @@ export async function startS3(parent = os.tmpdir()): Promise<S3TestServer> {
   };
 }
 
+/** CREDENTIAL_ENV are the variables through which the S3 store's SDK reads its credentials. */
+const CREDENTIAL_ENV = [
+  'AWS_ACCESS_KEY_ID',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED',
+] as const;
+
+/**
+ * useS3Credentials puts a test server's credentials where the S3 store's SDK reads them (the
+ * environment, as an operator sets them) and returns the restore of what was there.
+ */
+export function useS3Credentials(server: S3TestServer): () => void {
+  const saved = CREDENTIAL_ENV.map((name) => [name, process.env[name]] as const);
+  process.env.AWS_ACCESS_KEY_ID = server.accessKeyId;
+  process.env.AWS_SECRET_ACCESS_KEY = server.secretAccessKey;
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+  return () => {
+    for (const [name, value] of saved) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  };
+}
+
 // ---- the child process ----
 
 interface KoaContext {

@@ -1,8 +1,12 @@
 /**
  * Static checks of docker/: no Docker engine needed. Each assertion fails when the image or the
- * compose file drifts from the repository (settings, ports, entry point, copied folders).
+ * compose file drifts from the repository (settings, ports, entry point, copied folders) or from
+ * the balanced shape test/protocols/cluster.test.ts runs (named instances with their own passive
+ * ranges behind HAProxy). The compose file is read as Debian's docker-compose resolves it
+ * (`docker-compose config`), and HAProxy's own checker reads docker/haproxy.cfg.
  */
 import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,6 +48,8 @@ function dockerfileStages(text: string): Instruction[][] {
 
 type ComposeService = {
   build?: { context?: string; dockerfile?: string };
+  image?: string;
+  networks?: Record<string, { ipv4_address?: string } | null> | string[];
   environment?: Record<string, unknown> | string[];
   ports?: (string | number | { target: number | string; published?: number | string })[];
   volumes?: (string | { target: string })[];
@@ -85,11 +91,27 @@ function dependsOn(service: ComposeService): Record<string, string> {
   );
 }
 
-const compose = parseYaml(readFileSync(path.join(DOCKER_DIR, 'compose.yaml'), 'utf8')) as {
-  services?: Record<string, ComposeService>;
-};
+/** SECRET_FOR_CHECKS is what SVC_SECRET is set to for `docker-compose config` (it is mandatory). */
+const SECRET_FOR_CHECKS = 'checked-by-docker-test';
+
+/** composeConfig runs Debian's docker-compose on the file with `env`: its exit code and output. */
+function composeConfig(args: string[], env: Record<string, string | undefined>) {
+  const r = spawnSync('docker-compose', ['-f', path.join(DOCKER_DIR, 'compose.yaml'), 'config', ...args], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+  });
+  if (r.error) throw new Error(`docker-compose (Debian package docker-compose): ${r.error.message}`);
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const resolved = composeConfig([], { SVC_SECRET: SECRET_FOR_CHECKS, SVC_PUBLIC_HOST: undefined });
+const compose = parseYaml(resolved.stdout) as { services?: Record<string, ComposeService> };
 const services = compose.services ?? {};
-const gateway = services.gateway ?? {};
+/** GATEWAYS are the named gateway instances (gateway1, gateway2, …), in order. */
+const GATEWAYS = Object.keys(services)
+  .filter((name) => /^gateway\d+$/.test(name))
+  .sort();
+const gateway = services[GATEWAYS[0] ?? ''] ?? {};
 const gatewayEnv = environmentOf(gateway);
 
 const stages = dockerfileStages(readFileSync(path.join(DOCKER_DIR, 'Dockerfile'), 'utf8'));
@@ -132,8 +154,18 @@ function jsonForm(args: string): string[] {
 
 describe('docker/', () => {
   describe('compose.yaml', () => {
-    it('defines the gateway and its PostgreSQL', () => {
-      expect(services).to.include.keys('gateway', 'postgres');
+    it('is valid to docker-compose (config -q), which refuses it without SVC_SECRET', () => {
+      expect(resolved.code, resolved.stderr).to.equal(0);
+      const quiet = composeConfig(['-q'], { SVC_SECRET: SECRET_FOR_CHECKS });
+      expect(quiet.code, quiet.stderr).to.equal(0);
+      const unset = composeConfig(['-q'], { SVC_SECRET: undefined });
+      expect(unset.code).to.not.equal(0);
+      expect(unset.stderr).to.contain('SVC_SECRET');
+    });
+
+    it('defines three named gateway instances, HAProxy and PostgreSQL', () => {
+      expect(GATEWAYS).to.deep.equal(['gateway1', 'gateway2', 'gateway3']);
+      expect(services).to.include.keys('haproxy', 'postgres');
     });
 
     it('builds the gateway from the repository root with docker/Dockerfile', () => {
@@ -182,11 +214,78 @@ describe('docker/', () => {
       expect(gatewayEnv.AWS_SECRET_ACCESS_KEY).to.be.a('string').and.not.equal('');
     });
 
-    it("publishes the gateway's listener ports (defaults unless its environment moves them)", () => {
-      const expected = Object.entries(defaultConfig.ports).map(([key, value]) =>
-        String(gatewayEnv[PORT_ENV[key] ?? ''] ?? value),
+    it('gives every instance the same settings but its own passive range, disjoint from the others', () => {
+      const ranges = GATEWAYS.map((name) => {
+        const { SVC_FTP_PASV_PORTS: range, ...rest } = environmentOf(services[name]!);
+        expect(rest, `${name}'s other settings`).to.deep.equal(
+          (({ SVC_FTP_PASV_PORTS: _, ...shared }) => shared)(gatewayEnv),
+        );
+        const [first, last] = (range ?? '').split('-').map(Number) as [number, number];
+        expect(first, `${name} SVC_FTP_PASV_PORTS`).to.be.a('number').and.at.most(last);
+        return { name, first, last };
+      });
+      for (const a of ranges)
+        for (const b of ranges)
+          if (a !== b) expect(a.last < b.first || b.last < a.first, `${a.name} and ${b.name}`).to.equal(true);
+    });
+
+    it('sets what a balanced shape needs: public URL and S3 endpoint, passive address, shared secret', () => {
+      for (const name of ['SVC_PUBLIC_URL', 'SVC_S3_PUBLIC_ENDPOINT', 'SVC_FTP_PASV_ADDRESS'])
+        expect(gatewayEnv[name], name).to.be.a('string').and.not.equal('');
+      expect(new URL(gatewayEnv.SVC_S3_PUBLIC_ENDPOINT!).host).to.not.equal(
+        new URL(gatewayEnv.SVC_S3_ENDPOINT!).host,
       );
-      expect(containerPorts(gateway).sort()).to.deep.equal(expected.filter((p) => p !== 'off').sort());
+      expect(gatewayEnv.SVC_SECRET).to.equal(SECRET_FOR_CHECKS);
+    });
+
+    it('shares the certificate and SSH host key as files mounted read-only in every instance', () => {
+      for (const name of GATEWAYS) {
+        const mounts = (services[name]!.volumes ?? []).map((v) => String(v).split(':'));
+        for (const setting of ['SVC_TLS_CERT', 'SVC_TLS_KEY', 'SVC_SSH_HOST_KEY']) {
+          const file = gatewayEnv[setting] ?? '';
+          const mount = mounts.find(([, target]) => file.startsWith(`${target}/`));
+          expect(mount, `${name}: ${setting} ${file} on a mount`).to.not.equal(undefined);
+          expect(mount![2], `${name}: ${setting}'s mount`).to.equal('ro');
+          expect(path.dirname(mount![0]!), 'a folder beside compose.yaml').to.equal(DOCKER_DIR);
+        }
+      }
+    });
+
+    it("trusts exactly HAProxy's fixed address, and HAProxy publishes every listener and passive range", () => {
+      const haproxy = services.haproxy!;
+      const networks = Object.values(haproxy.networks ?? {}) as ({ ipv4_address?: string } | null)[];
+      const address = networks.find((n) => n?.ipv4_address)?.ipv4_address;
+      expect(address, 'haproxy ipv4_address').to.be.a('string');
+      expect(gatewayEnv.SVC_TRUSTED_PROXIES).to.equal(address);
+      for (const name of GATEWAYS)
+        expect(services[name]!.ports ?? [], `${name} publishes nothing`).to.be.empty;
+      const listeners = Object.entries(defaultConfig.ports)
+        .filter(([key]) => key !== 'ftp_pasv')
+        .map(([key, value]) => String(gatewayEnv[PORT_ENV[key]!] ?? value));
+      const ranges = GATEWAYS.map((name) => environmentOf(services[name]!).SVC_FTP_PASV_PORTS!);
+      const published = containerPorts(haproxy);
+      expect(published).to.include.members(listeners);
+      // docker-compose config lists a published range port by port.
+      const ports = new Set(
+        published.flatMap((p) => {
+          const [first, last = first] = p.split('-').map(Number) as [number, number?];
+          return Array.from({ length: last! - first + 1 }, (_, k) => first + k);
+        }),
+      );
+      for (const range of ranges) {
+        const [first, last] = range.split('-').map(Number) as [number, number];
+        for (let port = first; port <= last; port++)
+          expect(ports.has(port), `port ${port} of ${range}`).to.equal(true);
+      }
+    });
+
+    it('pins every image it does not build to a version', () => {
+      for (const [name, service] of Object.entries(services)) {
+        if (service.build) continue;
+        const tag = /:([^/:]+)$/.exec(service.image ?? '')?.[1];
+        expect(tag, `${name}: ${service.image}`).to.be.a('string').and.not.equal('latest');
+      }
+      expect(services.minio!.image).to.match(/^minio\/minio:RELEASE\./);
     });
 
     it('health-checks /healthz on the HTTPS port', () => {
@@ -247,10 +346,76 @@ describe('docker/', () => {
       expect(copied).to.include.members(needed);
     });
 
+    it('builds and runs on one Node LTS line, newer than the Node 20 the code still supports', () => {
+      const images = stages.map((stage) => stage[0]!.args.split(/\s+/)[0]!);
+      const majors = images.map((image) => Number(/^node:(\d+)/.exec(image)?.[1]));
+      expect(new Set(images).size, images.join(', ')).to.equal(1);
+      // Even majors become LTS; the native modules are built for the stage they run in.
+      expect(majors[0]! % 2).to.equal(0);
+      expect(majors[0]).to.be.at.least(24);
+    });
+
     it('runs as a non-root user', () => {
       const user = instructions('USER').at(-1)?.args;
       expect(user).to.be.a('string');
       expect(user).to.not.match(/^(root|0)(:|$)/);
+    });
+  });
+
+  describe('haproxy.cfg', () => {
+    const cfgFile = path.join(DOCKER_DIR, 'haproxy.cfg');
+    /** sections maps `frontend x` / `backend x` to its lines, as HAProxy reads the file. */
+    const sections = new Map<string, string[]>();
+    let current: string[] = [];
+    for (const raw of readFileSync(cfgFile, 'utf8').split('\n')) {
+      const line = raw.replace(/#.*$/, '').trimEnd();
+      if (!line.trim()) continue;
+      if (!/^\s/.test(line)) sections.set(line.trim(), (current = []));
+      else current.push(line.trim());
+    }
+    const servers = (backend: string) =>
+      (sections.get(`backend ${backend}`) ?? [])
+        .filter((l) => l.startsWith('server '))
+        .map((l) => l.split(/\s+/));
+
+    it('is valid to HAProxy (haproxy -c)', () => {
+      const r = spawnSync('haproxy', ['-c', '-f', cfgFile], { encoding: 'utf8' });
+      if (r.error) throw new Error(`haproxy (Debian package haproxy): ${r.error.message}`);
+      expect(r.status, r.stderr).to.equal(0);
+      expect(r.stdout + r.stderr).to.contain('Configuration file is valid');
+    });
+
+    it('is the file the haproxy service mounts', () => {
+      const mounts = (services.haproxy!.volumes ?? []).map((v) => String(v).split(':')[0]);
+      expect(mounts).to.include(cfgFile);
+    });
+
+    it("sends every listener to every instance's port in TCP mode with a PROXY v2 header", () => {
+      expect(sections.get('defaults')).to.include('mode tcp');
+      for (const [key, value] of Object.entries(defaultConfig.ports)) {
+        if (key === 'ftp_pasv') continue;
+        const port = String(gatewayEnv[PORT_ENV[key]!] ?? value);
+        const frontend = [...sections.entries()].find(
+          ([name, lines]) => name.startsWith('frontend ') && lines.includes(`bind :${port}`),
+        );
+        expect(frontend, `a frontend binding :${port} (${key})`).to.not.equal(undefined);
+        const backend = frontend![1].find((l) => l.startsWith('default_backend '))!.split(' ')[1]!;
+        const targets = servers(backend).map((words) => words[2]);
+        expect(targets, `${backend} servers`).to.have.members(GATEWAYS.map((g) => `${g}:${port}`));
+        for (const words of servers(backend)) expect(words, words.join(' ')).to.include('send-proxy-v2');
+      }
+    });
+
+    it("forwards each instance's passive range to that instance alone, without a PROXY header", () => {
+      for (const name of GATEWAYS) {
+        const range = environmentOf(services[name]!).SVC_FTP_PASV_PORTS!;
+        const frontend = [...sections.entries()].find(([, lines]) => lines.includes(`bind :${range}`));
+        expect(frontend, `a frontend binding :${range} (${name})`).to.not.equal(undefined);
+        const backend = frontend![1].find((l) => l.startsWith('default_backend '))!.split(' ')[1]!;
+        const list = servers(backend);
+        expect(list.map((words) => words[2])).to.deep.equal([name]);
+        expect(list[0]!.join(' ')).to.not.contain('send-proxy');
+      }
     });
   });
 

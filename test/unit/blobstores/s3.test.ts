@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { ConfigError, loadConfig } from '../../../src/config.ts';
 import { createBlobStore } from '../../../src/core/files/blobstores/index.ts';
 import { S3BlobStore } from '../../../src/core/files/blobstores/s3.ts';
-import { startS3, type S3TestServer } from '../../helpers/s3.ts';
+import { startS3, useS3Credentials, type S3TestServer } from '../../helpers/s3.ts';
 import { runBlobStoreContract } from './contract.ts';
 
 // The SDK warns once per process that its releases from 2027 on need Node 22; that is known (the
@@ -117,9 +117,7 @@ describe('blob store: S3BlobStore against a local S3-compatible server', functio
     });
 
     it('opens the bucket with the AWS_* credentials of the environment', async () => {
-      const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
-      process.env.AWS_ACCESS_KEY_ID = server.accessKeyId;
-      process.env.AWS_SECRET_ACCESS_KEY = server.secretAccessKey;
+      const restore = useS3Credentials(server);
       try {
         const store = await createBlobStore(loadConfig(s3Env(server.bucket)), '/nonexistent');
         expect(store).to.be.instanceOf(S3BlobStore);
@@ -128,13 +126,7 @@ describe('blob store: S3BlobStore against a local S3-compatible server', functio
         expect(await store.size(id)).to.equal(10);
         await store.close();
       } finally {
-        for (const [name, value] of [
-          ['AWS_ACCESS_KEY_ID', saved.id],
-          ['AWS_SECRET_ACCESS_KEY', saved.secret],
-        ] as const) {
-          if (value === undefined) delete process.env[name];
-          else process.env[name] = value;
-        }
+        restore();
       }
     });
 

@@ -21,6 +21,7 @@ export async function createBlobStore(config: Config, dataDir: string): Promise<
     bucket: s3.bucket.trim(),
     region: s3.region,
     endpoint: s3.endpoint || undefined,
+    publicEndpoint: s3.public_endpoint || undefined,
     forcePathStyle: s3.force_path_style,
   });
 }

@@ -49,6 +49,11 @@ export interface S3BlobStoreOptions {
   region: string;
   /** endpoint of an S3-compatible server; absent or empty for AWS itself */
   endpoint?: string;
+  /**
+   * where clients reach the store, when not at `endpoint` (the gateway's own way there): presigned
+   * part URLs name it and are signed for its host. Absent or empty: `endpoint`.
+   */
+  publicEndpoint?: string;
   /** path-style URLs (http://host/bucket/key), which MinIO and most S3-compatible servers need */
   forcePathStyle?: boolean;
   /** absent: the SDK's default chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, …) */
@@ -61,6 +66,8 @@ export class S3BlobStore implements MultipartBlobStore {
 
   /** client is the SDK client; exposed so tests and instrumentation can add middleware. */
   readonly client: S3Client;
+  /** presigner signs the URLs clients use: `client`, or one for the public endpoint (SigV4 signs the host) */
+  private readonly presigner: S3Client;
   private readonly bucket: string;
 
   constructor(options: S3BlobStoreOptions) {
@@ -78,6 +85,12 @@ export class S3BlobStore implements MultipartBlobStore {
     if (options.endpoint) config.endpoint = options.endpoint;
     if (options.credentials) config.credentials = options.credentials;
     this.client = new S3Client(config);
+    const publicEndpoint = options.publicEndpoint || undefined;
+    // Presigning only computes a signature: this client never opens a connection.
+    this.presigner =
+      publicEndpoint && publicEndpoint !== options.endpoint
+        ? new S3Client({ ...config, endpoint: publicEndpoint })
+        : this.client;
   }
 
   /**
@@ -188,6 +201,7 @@ export class S3BlobStore implements MultipartBlobStore {
 
   async close(): Promise<void> {
     this.client.destroy();
+    if (this.presigner !== this.client) this.presigner.destroy();
   }
 
   async createUpload(id: BlobId): Promise<string> {
@@ -210,7 +224,7 @@ export class S3BlobStore implements MultipartBlobStore {
       throw new RangeError(`expiresSeconds must be 1..${MAX_PRESIGN_SECONDS}, not ${expiresSeconds}`);
     }
     return getSignedUrl(
-      this.client,
+      this.presigner,
       new UploadPartCommand({
         Bucket: this.bucket,
         Key: this.key(id),
