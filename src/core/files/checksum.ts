@@ -24,6 +24,9 @@ export interface Digest {
 const BATCH = 1024 * 1024;
 /** IN_FLIGHT batches per checksum may wait for its worker before the writer is held back. */
 const IN_FLIGHT = 4;
+/** SPARE batch buffers come back from the workers and are kept for the next batches. */
+const SPARE = 16;
+const spare: ArrayBuffer[] = [];
 
 /** hexCrc formats a zlib crc32 value as SPEC's 8 hex digits. */
 function hexCrc(crc: number): string {
@@ -43,7 +46,8 @@ parentPort.on('message', (m) => {
     const chunk = new Uint8Array(m.buffer, 0, m.length);
     s.md5.update(chunk);
     s.crc = crc32(chunk, s.crc);
-    parentPort.postMessage({ type: 'ack', id: m.id });
+    // The batch's memory goes back for reuse: no allocation per MiB, none left to this isolate's GC.
+    parentPort.postMessage({ type: 'ack', id: m.id, buffer: m.buffer }, [m.buffer]);
   } else if (m.type === 'end') {
     const s = states.get(m.id) ?? { md5: createHash('md5'), crc: 0 };
     states.delete(m.id);
@@ -76,17 +80,21 @@ class HashWorker {
     this.worker = new Worker(WORKER_SOURCE, { eval: true });
     // Idle hashing workers must not keep a finished process (a CLI run, a test) alive.
     this.worker.unref();
-    this.worker.on('message', (m: { type: string; id: number; md5?: string; crc?: number }) => {
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      if (m.type === 'ack') {
-        p.flow.inFlight--;
-        if (p.flow.inFlight < IN_FLIGHT) for (const wake of p.flow.waiters.splice(0)) wake();
-      } else if (m.type === 'digest') {
-        this.pending.delete(m.id);
-        p.digest?.resolve({ md5: m.md5!, crc32: hexCrc(m.crc!) });
-      }
-    });
+    this.worker.on(
+      'message',
+      (m: { type: string; id: number; md5?: string; crc?: number; buffer?: ArrayBuffer }) => {
+        if (m.buffer && spare.length < SPARE) spare.push(m.buffer);
+        const p = this.pending.get(m.id);
+        if (!p) return;
+        if (m.type === 'ack') {
+          p.flow.inFlight--;
+          if (p.flow.inFlight < IN_FLIGHT) for (const wake of p.flow.waiters.splice(0)) wake();
+        } else if (m.type === 'digest') {
+          this.pending.delete(m.id);
+          p.digest?.resolve({ md5: m.md5!, crc32: hexCrc(m.crc!) });
+        }
+      },
+    );
     const fail = (err: Error) => {
       this.dead ??= err;
       for (const p of this.pending.values()) {
@@ -146,7 +154,10 @@ export class Checksum {
     this.bytes += chunk.length;
     let at = 0;
     while (at < chunk.length) {
-      this.batch ??= Buffer.allocUnsafeSlow(BATCH);
+      if (!this.batch) {
+        const reused = spare.pop();
+        this.batch = reused ? Buffer.from(reused) : Buffer.allocUnsafeSlow(BATCH);
+      }
       const n = Math.min(chunk.length - at, BATCH - this.fill);
       this.batch.set(chunk.subarray(at, at + n), this.fill);
       this.fill += n;
