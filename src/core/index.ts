@@ -27,7 +27,9 @@ import { Files, type FileApi } from './files/files.ts';
 import { keepInternals } from './internals.ts';
 import { Locks } from './files/locks.ts';
 import { Properties } from './files/properties.ts';
+import { Metrics } from './metrics.ts';
 import { Paginator } from './pagination.ts';
+import { Readiness, type ReadinessReport } from './readiness.ts';
 import type { Interface, Principal } from './principal.ts';
 
 export {
@@ -63,6 +65,8 @@ export type { Action, HistoryQuery } from './actions/history.ts';
 export type { ActionNotificationExportResult } from './events/webhooks.ts';
 export { SIGNATURE_HEADER } from './events/webhooks.ts';
 export type { AccountLineItem, ImportResult } from './billing/billing.ts';
+export type { Metrics } from './metrics.ts';
+export type { ReadinessReport } from './readiness.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {
@@ -91,6 +95,15 @@ export interface Core {
   readonly dav: { readonly locks: Locks; readonly properties: Properties };
   /** namespace.mkdir creates a folder with its parents (fixtures and the CLI) */
   readonly namespace: { mkdir(p: Principal, path: string): Promise<void> };
+  /** metrics are the gateway's Prometheus metrics, which the front ends and the kit update */
+  readonly metrics: Metrics;
+  /**
+   * readiness tells whether this instance should get traffic (/readyz): the database and the blob
+   * store answer, and it is not draining.
+   */
+  readiness(): Promise<ReadinessReport>;
+  /** drain marks the instance as stopping: readiness fails from now on. */
+  drain(): void;
   /**
    * authenticateApiKey admits a request carrying an API key, or throws not-authenticated
    * (service-unavailable when the database does not answer).
@@ -152,6 +165,9 @@ export async function createCore(
     throw err;
   }
   const secret = loadSecret(config);
+  const metrics = new Metrics();
+  db.observe = (kind, seconds, ok) =>
+    metrics.dbSeconds.observe({ kind, result: ok ? 'ok' : 'failed' }, seconds);
   const ctx: CoreContext = {
     config,
     db,
@@ -159,6 +175,7 @@ export async function createCore(
     secret,
     paginator: new Paginator(secret),
     credentials: new CredentialCache(config.accounts.credential_cache_seconds * 1000),
+    metrics,
   };
   const gate = new LoginGate(ctx);
   const files = new Files(ctx, await createBlobStore(config, config.data_dir));
@@ -167,6 +184,16 @@ export async function createCore(
   const apiKeys = new ApiKeys(ctx);
   const events = new Events(ctx, files.store);
   if (opts.background !== false) events.start();
+  events.webhooks.watch(metrics);
+  metrics.gauge(
+    'svc_db_pool_connections',
+    'Database connections by state: total (open), idle, waiting (callers queued), max',
+    ['state'],
+    (set) => {
+      for (const [state, n] of Object.entries(db.pool())) set({ state }, n);
+    },
+  );
+  const readiness = new Readiness(db, files.store);
   const core: Core = {
     config,
     log,
@@ -189,6 +216,9 @@ export async function createCore(
         await files.session(p).mkdir(path, { parents: true });
       },
     },
+    metrics,
+    readiness: () => readiness.check(),
+    drain: () => readiness.drain(),
     authenticateApiKey(key, iface, ip) {
       return gate.guarded(iface, async () => {
         const found = await apiKeys.lookup(key);
