@@ -12,6 +12,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { Config } from './config.ts';
 import { createBlobStore } from './core/files/blobstores/index.ts';
+import { within } from './core/readiness.ts';
 import { Database } from './db/database.ts';
 
 /** Verdict is one check's outcome. */
@@ -31,17 +32,6 @@ const CLOCK_WARN_MS = 2_000;
 const CLOCK_FAIL_MS = 30_000;
 /** CERT_WARN_DAYS is how soon before its expiry a certificate is worth a warning. */
 const CERT_WARN_DAYS = 21;
-
-/** within rejects when `p` takes longer than `ms`. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms / 1000} s`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
@@ -135,7 +125,14 @@ async function checkStorage(config: Config): Promise<Check> {
   try {
     const store = await createBlobStore(config, config.data_dir);
     try {
-      await within(store.size('doctor-probe'), PROBE_TIMEOUT_MS, 'blob store');
+      await within(
+        (async () => {
+          await store.probe?.();
+          await store.size('doctor-probe');
+        })(),
+        PROBE_TIMEOUT_MS,
+        'blob store',
+      );
       const space = store.space ? await store.space().catch(() => null) : null;
       if (space && space.total > 0 && space.free / space.total < 0.05)
         return {

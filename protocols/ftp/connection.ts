@@ -95,6 +95,8 @@ export class FtpConnection {
   private commandsRun = 0;
   /** the code of the last reply sent, for the command's access line */
   private lastCode = 0;
+  /** the SPEC error type a command answered without throwing (PASS maps its own), for its access line */
+  answeredError: string | undefined;
   /** the algorithm HASH answers with (OPTS HASH) */
   hashAlgo: 'MD5' | 'CRC32' = 'MD5';
   private buffer: Buffer = Buffer.alloc(0);
@@ -269,6 +271,8 @@ export class FtpConnection {
       this.reply(reply.code, reply.text);
       if (reply.close) this.end();
     }
+    error ??= this.answeredError;
+    this.answeredError = undefined;
     access(
       this.core,
       this.log,

@@ -16,11 +16,14 @@ export interface ReadinessReport {
   checks: { database: string; storage: string; draining: boolean };
 }
 
-/** within rejects with a timeout after `ms` when `p` has not settled by then. */
-function within<T>(p: Promise<T>, ms: number): Promise<T> {
+/** within rejects with a timeout after `ms` when `p` has not settled by then; `what` names it. */
+export function within<T>(p: Promise<T>, ms: number, what = ''): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms);
+    timer = setTimeout(
+      () => reject(new Error(`${what ? `${what}: ` : ''}no answer within ${ms / 1000} s`)),
+      ms,
+    );
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
@@ -60,7 +63,10 @@ export class Readiness {
     const [database, storage] = await Promise.all([
       probe(() => this.db.ping()),
       // A blob id that is never made: the lookup answers null through the store's real path.
-      probe(() => this.store.size('readyz-probe')),
+      probe(async () => {
+        await this.store.probe?.();
+        await this.store.size('readyz-probe');
+      }),
     ]);
     return {
       ready: database === 'ok' && storage === 'ok' && !this.draining,
