@@ -126,7 +126,12 @@ function requestId(sent: string | undefined): string {
  * once the request was read whole (else what the socket read), out what the socket wrote after
  * the response's head.
  */
-export function httpAccess(core: Core, listener: 'restapi' | 'dav'): Koa.Middleware {
+export function httpAccess(
+  core: Core,
+  listener: 'restapi' | 'dav',
+  /** shown turns a request path into what the log may show (a signed URL's token is a credential) */
+  shown: (path: string) => string = (p) => p,
+): Koa.Middleware {
   return async (ctx, next) => {
     const id = requestId(ctx.get(REQUEST_ID_HEADER) || undefined);
     ctx.set(REQUEST_ID_HEADER, id);
@@ -144,9 +149,10 @@ export function httpAccess(core: Core, listener: 'restapi' | 'dav'): Koa.Middlew
       const bytesIn = complete && Number.isFinite(length) ? length : Math.max(0, socket.bytesRead - read0);
       const head = (res as unknown as { _header?: string | null })._header;
       const bytesOut = Math.max(0, socket.bytesWritten - written0 - Buffer.byteLength(head ?? ''));
-      // Ended: the whole response was handed to the socket (a client that closes on its last
-      // byte may beat 'finish'); a response cut mid-way is never ended.
-      const finished = res.writableEnded;
+      // Whole: ended (handed to the socket), or every byte its Content-Length announced written
+      // (a client that closes on its last byte may beat the end of the pipe into the response).
+      const announced = Number(res.getHeader('content-length') ?? NaN);
+      const finished = res.writableEnded || (Number.isFinite(announced) && bytesOut >= announced);
       const principal = (ctx.state as { principal?: Principal }).principal;
       // Web pages and the REST API share a listener; a web session's requests are the web's.
       const iface: Interface = principal?.interface ?? listener;
@@ -164,7 +170,7 @@ export function httpAccess(core: Core, listener: 'restapi' | 'dav'): Koa.Middlew
         { status: finished ? ctx.status : 'cut', failed: !finished || ctx.status >= 400, error },
         {
           method: ctx.method,
-          path: ctx.path.slice(0, 1000),
+          path: shown(ctx.path).slice(0, 1000),
           bytes_in: bytesIn,
           bytes_out: bytesOut,
           duration_ms: Date.now() - started,
@@ -176,7 +182,7 @@ export function httpAccess(core: Core, listener: 'restapi' | 'dav'): Koa.Middlew
       if (upload || download)
         transferred(core, log, iface, {
           direction: upload ? 'in' : 'out',
-          path: ctx.path.slice(0, 1000),
+          path: shown(ctx.path).slice(0, 1000),
           bytes: upload ? bytesIn : bytesOut,
           started,
           ok: finished && ctx.status < 300 && (!upload || complete),

@@ -293,6 +293,59 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
     });
   });
 
+  it('logs REST requests with their user and counts a REST download by its bytes', async () => {
+    const before = await scrape();
+    const from = gw.stderr.length;
+    const api = `https://127.0.0.1:${gw.ports.https}/api/rest/v1`;
+    const session = await curl([
+      ...[
+        '-H',
+        'Content-Type: application/json',
+        '-d',
+        JSON.stringify({ username: ADMIN, password: PASSWORD }),
+      ],
+      `${api}/sessions`,
+    ]);
+    const sid = (JSON.parse(session.stdout) as { id: string }).id;
+    const file = await curl([
+      '-H',
+      `X-SvcAPI-Auth: ${sid}`,
+      '-H',
+      'X-Request-Id: trace-42',
+      `${api}/files/m-dav.bin`,
+    ]);
+    const { download_uri: uri } = JSON.parse(file.stdout) as { download_uri: string };
+    const got = path.join(work, 'rest-got.bin');
+    const dl = await curl(['-o', got, uri]);
+    expect(dl.code, dl.stderr).to.equal(0);
+    expect(md5File(got)).to.equal(md5File(path.join(work, 'up.bin')));
+    const after = await scrape();
+    const key = { interface: 'restapi', direction: 'out' };
+    expect(
+      valueOf(after, 'svc_transfer_bytes_total', key) - valueOf(before, 'svc_transfer_bytes_total', key),
+    ).to.equal(SIZE);
+    const logged = lines(from);
+    // The client's request id is kept, so a balancer's or a client's trace finds the line.
+    expect(logged.find((l) => l.message === 'access' && l.request_id === 'trace-42')).to.include({
+      interface: 'restapi',
+      user: ADMIN,
+      ip: '127.0.0.1',
+      method: 'GET',
+      path: '/api/rest/v1/files/m-dav.bin',
+      status: 200,
+    });
+    // The signed URL's token is a credential: never in the log.
+    const token = new URL(uri).pathname.split('/')[2]!;
+    expect(JSON.stringify(logged)).not.to.include(token);
+    expect(logged.find((l) => l.message === 'transfer' && l.interface === 'restapi')).to.include({
+      path: '/download/…',
+      direction: 'out',
+      bytes: SIZE,
+      status: 'ok',
+      ip: '127.0.0.1',
+    });
+  });
+
   /** unlock ends the admin's lockout and its count of failures, with the operator's command beside the gateway. */
   async function unlock(): Promise<void> {
     // Not execFileSync: the database proxy runs on this test's event loop.
