@@ -184,7 +184,7 @@ export async function createCore(
   const apiKeys = new ApiKeys(ctx);
   const events = new Events(ctx, files.store);
   if (opts.background !== false) events.start();
-  events.webhooks.watch(metrics);
+  // The pool is read before the webhook queue's gauges run their queries, which it would count.
   metrics.gauge(
     'svc_db_pool_connections',
     'Database connections by state: total (open), idle, waiting (callers queued), max',
@@ -193,6 +193,7 @@ export async function createCore(
       for (const [state, n] of Object.entries(db.pool())) set({ state }, n);
     },
   );
+  events.webhooks.watch(metrics);
   const readiness = new Readiness(db, files.store);
   const core: Core = {
     config,
