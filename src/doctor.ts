@@ -19,11 +19,7 @@ import { Database } from './db/database.ts';
 export type Verdict = 'ok' | 'warn' | 'fail';
 
 /** Check is one line of the report: what was checked, the verdict and what it found or what to fix. */
-export interface Check {
-  name: string;
-  verdict: Verdict;
-  detail: string;
-}
+export type Check = { name: string; verdict: Verdict; detail: string };
 
 /** PROBE_TIMEOUT_MS bounds each network check: an unreachable server is a finding, not a hang. */
 const PROBE_TIMEOUT_MS = 5_000;

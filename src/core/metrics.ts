@@ -8,97 +8,76 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-/** MetricsInterface is the `interface` label: SPEC's interfaces (the FTPS listener counts as ftp). */
-export type MetricsInterface = 'restapi' | 'web' | 'ftp' | 'sftp' | 'dav';
-
-/** Direction is a transfer's way: `in` is an upload to the gateway, `out` a download from it. */
-export type Direction = 'in' | 'out';
-
-/** counter makes a counter in `registry`. */
-function counter<L extends string>(name: string, help: string, labelNames: readonly L[], registry: Registry) {
-  return new Counter<L>({ name, help, labelNames, registers: [registry] });
-}
-
-/** histogram makes a histogram with `buckets` (seconds) in `registry`. */
-function histogram<L extends string>(
-  name: string,
-  help: string,
-  labelNames: readonly L[],
-  buckets: number[],
-  registry: Registry,
-) {
-  return new Histogram<L>({ name, help, labelNames, buckets, registers: [registry] });
-}
+/** HELP is each metric's description, as a scrape shows it (the README's table says the same). */
+const HELP = {
+  svc_connections_total: 'Connections accepted or refused (over a connection limit), per interface',
+  svc_logins_total:
+    'Logins per interface and result: success, a SPEC failure_type, rate_limited or unavailable',
+  svc_transfer_bytes_total:
+    'File bytes transferred per interface: in (uploads) and out (downloads), counted when a transfer ends',
+  svc_transfer_duration_seconds:
+    'Duration of file transfers per interface, direction and result (ok or failed)',
+  svc_errors_total: 'Errors answered to clients per interface and SPEC error type',
+  svc_requests_total: 'Requests per interface and outcome (ok, or error: refused or failed)',
+  svc_db_query_duration_seconds:
+    'Duration of database reads and units of work (transactions), by kind and result',
+  svc_connections_open: 'Connections open now, per interface',
+} as const;
 
 /** Metrics holds the registry and the instruments the gateway's parts update. */
 export class Metrics {
   readonly registry = new Registry();
 
   /** connections counts accepted and refused (over a connection limit) connections per interface */
-  readonly connections = counter(
-    'svc_connections_total',
-    'Connections accepted or refused (over a connection limit), per interface',
-    ['interface', 'result'] as const,
-    this.registry,
-  );
+  readonly connections = this.counter('svc_connections_total', ['interface', 'result']);
 
   /** openConnections is the number of connections open now, per interface */
   readonly openConnections = new Gauge({
     name: 'svc_connections_open',
-    help: 'Connections open now, per interface',
+    help: HELP.svc_connections_open,
     labelNames: ['interface'] as const,
     registers: [this.registry],
   });
 
   /** logins counts logins (one per login or failedlogin Action) by interface and result */
-  readonly logins = counter(
-    'svc_logins_total',
-    'Logins per interface and result: success, a SPEC failure_type, rate_limited or unavailable',
-    ['interface', 'result'] as const,
-    this.registry,
-  );
+  readonly logins = this.counter('svc_logins_total', ['interface', 'result']);
 
   /** transferBytes counts file bytes uploaded (in) and downloaded (out) per interface */
-  readonly transferBytes = counter(
-    'svc_transfer_bytes_total',
-    'File bytes transferred per interface: in (uploads) and out (downloads), counted when a transfer ends',
-    ['interface', 'direction'] as const,
-    this.registry,
-  );
+  readonly transferBytes = this.counter('svc_transfer_bytes_total', ['interface', 'direction']);
 
   /** transferSeconds is the duration of file transfers, whole or failed */
-  readonly transferSeconds = histogram(
+  readonly transferSeconds = this.histogram(
     'svc_transfer_duration_seconds',
-    'Duration of file transfers per interface, direction and result (ok or failed)',
-    ['interface', 'direction', 'result'] as const,
+    ['interface', 'direction', 'result'],
     [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
-    this.registry,
   );
 
   /** errors counts errors answered to clients, by SPEC error type (internal-server-error for bugs) */
-  readonly errors = counter(
-    'svc_errors_total',
-    'Errors answered to clients per interface and SPEC error type',
-    ['interface', 'type'] as const,
-    this.registry,
-  );
+  readonly errors = this.counter('svc_errors_total', ['interface', 'type']);
 
   /** requests counts access-logged requests: HTTP requests, FTP commands, SFTP requests */
-  readonly requests = counter(
-    'svc_requests_total',
-    'Requests per interface and outcome (ok, or error: refused or failed)',
-    ['interface', 'outcome'] as const,
-    this.registry,
-  );
+  readonly requests = this.counter('svc_requests_total', ['interface', 'outcome']);
 
   /** dbSeconds is how long database reads and units of work take (SQLite: once their turn comes) */
-  readonly dbSeconds = histogram(
+  readonly dbSeconds = this.histogram(
     'svc_db_query_duration_seconds',
-    'Duration of database reads and units of work (transactions), by kind and result',
-    ['kind', 'result'] as const,
+    ['kind', 'result'],
     [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
-    this.registry,
   );
+
+  /** counter makes a counter of this registry. */
+  private counter<L extends string>(name: keyof typeof HELP, labelNames: readonly L[]): Counter<L> {
+    return new Counter<L>({ name, help: HELP[name], labelNames, registers: [this.registry] });
+  }
+
+  /** histogram makes a histogram of this registry with `buckets` (seconds). */
+  private histogram<L extends string>(
+    name: keyof typeof HELP,
+    labelNames: readonly L[],
+    buckets: number[],
+  ): Histogram<L> {
+    return new Histogram<L>({ name, help: HELP[name], labelNames, buckets, registers: [this.registry] });
+  }
 
   constructor() {
     // Process and Node metrics: CPU, memory, open descriptors, GC, and event-loop delay
