@@ -6,7 +6,6 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -14,6 +13,7 @@ import { generate } from 'selfsigned';
 import { TEST_DATABASE_URL, dbKind } from '../helpers/gateway.ts';
 import { freshDatabase, type FreshDatabase } from '../helpers/database.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
+import { closedPort } from '../helpers/tcp-proxy.ts';
 
 /** Report is what one doctor run printed, line by line, and its exit code. */
 interface Report {
@@ -42,15 +42,6 @@ async function certificate(
   writeFileSync(cert, pems.cert);
   writeFileSync(key, pems.private);
   return { cert, key };
-}
-
-/** closedPort is a loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
 }
 
 const DAY = 86_400_000;

@@ -16,7 +16,7 @@ import { expect } from 'chai';
 import { TEST_DATABASE_URL, dbKind } from '../helpers/gateway.ts';
 import { freshDatabase, type FreshDatabase } from '../helpers/database.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
+import { closedPort, startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
 import { md5File, run, sftpBatch } from './sftp/clients.ts';
 
 const ADMIN = 'opsadmin';
@@ -145,6 +145,11 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
       SVC_FTP_PASV_PORTS: `${first}-${first + 9}`,
       SVC_METRICS_ALLOWED_IPS: '127.0.0.1',
       SVC_METRICS_TOKEN: TOKEN,
+      // Nothing answers there: each upload's delivery waits in the queue (retried a minute later).
+      SVC_WEBHOOKS: JSON.stringify([
+        { url: `http://127.0.0.1:${await closedPort()}/hook`, actions: ['create'] },
+      ]),
+      SVC_WEBHOOK_BACKOFF_SECONDS: '60',
     };
     if (TEST_DATABASE_URL) {
       // The gateway reaches PostgreSQL through a proxy the readiness test cuts.
@@ -291,6 +296,13 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
       ip: '127.0.0.1',
       failure_type: 'password_mismatch',
     });
+  });
+
+  it('reports the webhook deliveries waiting and the age of the oldest', async () => {
+    // The two uploads of the test before each queued a delivery nobody accepts.
+    const samples = await scrape();
+    expect(valueOf(samples, 'svc_webhook_queue_depth')).to.equal(2);
+    expect(valueOf(samples, 'svc_webhook_oldest_queued_seconds')).to.be.greaterThan(0);
   });
 
   it('logs REST requests with their user and counts a REST download by its bytes', async () => {
