@@ -1,11 +1,12 @@
 /**
- * The `svc-gateway` command: serve (the default), migrate, users, api-keys, billing, uploads. Exit codes: 0 done,
+ * The `svc-gateway` command: serve (the default), migrate, users, api-keys, billing, uploads, doctor. Exit codes: 0 done,
  * 1 failed, 2 wrong usage. Only this file and main's signal handling end the process.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config.ts';
 import { createCore, GatewayError, operatorPrincipal } from './core/index.ts';
+import { formatCheck, runDoctor } from './doctor.ts';
 import { createLogger } from './log.ts';
 import { startGateway } from './main.ts';
 
@@ -28,6 +29,8 @@ Commands:
   permissions revoke <id>                delete a permission
   billing import <file>                  load invoices and payments (JSON array or CSV); idempotent
   uploads pending                        list cut uploads kept for resuming: user, path, bytes, expiry
+  doctor                                 check the database, blob store, certificate, public URL,
+                                         FTP passive address and clock; exit 1 when a check fails
 
 Settings come from config/default.yaml, the file named by SVC_CONFIG and SVC_* variables.`;
 
@@ -140,6 +143,11 @@ async function main(argv: string[]): Promise<number> {
     case 'serve':
       await serve();
       return -1;
+    case 'doctor': {
+      const checks = await runDoctor(loadConfig());
+      for (const c of checks) console.log(formatCheck(c));
+      return checks.some((c) => c.verdict === 'fail') ? 1 : 0;
+    }
     case 'migrate': {
       const config = loadConfig();
       const log = createLogger(config.log_level);

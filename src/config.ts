@@ -160,6 +160,8 @@ const schema = z.strictObject({
   tls: z.strictObject({ cert: z.string(), key: z.string() }),
   secret: z.string(),
   log_level: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']),
+  log_access: z.enum(['info', 'debug', 'off']),
+  metrics: z.strictObject({ allowed_ips: z.array(ipOrCidr), token: z.string() }),
   site: z.strictObject({ allowed_ips: z.array(ipOrCidr) }),
   proxy: z.strictObject({ trusted: z.array(ipOrCidr), header_timeout_ms: positiveInt }),
   accounts: z.strictObject({
@@ -208,6 +210,7 @@ const schema = z.strictObject({
   }),
   shutdown: z.strictObject({
     grace_seconds: nonNegativeInt,
+    unready_seconds: nonNegativeInt,
   }),
   uploads: z.strictObject({
     pending_hours: z.coerce.number().positive(),
@@ -269,6 +272,10 @@ const envKeys: Record<string, string> = {
   SVC_TLS_KEY: 'tls.key',
   SVC_SECRET: 'secret',
   SVC_LOG_LEVEL: 'log_level',
+  SVC_LOG_ACCESS: 'log_access',
+  SVC_METRICS_ALLOWED_IPS: 'metrics.allowed_ips',
+  SVC_METRICS_TOKEN: 'metrics.token',
+  SVC_SHUTDOWN_UNREADY_SECONDS: 'shutdown.unready_seconds',
   SVC_MAX_CONNECTIONS: 'limits.max_connections',
   SVC_MAX_CONNECTIONS_PER_ADDRESS: 'limits.max_connections_per_address',
   SVC_MAX_SESSIONS_PER_USER: 'limits.max_sessions_per_user',
@@ -291,7 +298,8 @@ const envKeys: Record<string, string> = {
 
 /** envValue turns one variable's text into the setting's value (lists and JSON documents). */
 function envValue(name: string, key: string, value: string): unknown {
-  if (key === 'site.allowed_ips' || key === 'proxy.trusted') return value.split(/[\s,]+/).filter(Boolean);
+  if (key === 'site.allowed_ips' || key === 'proxy.trusted' || key === 'metrics.allowed_ips')
+    return value.split(/[\s,]+/).filter(Boolean);
   // File names may hold spaces: only commas separate them.
   if (key === 'sftp.host_keys')
     return value

@@ -74,6 +74,13 @@ export async function startGateway(
       core,
       ports,
       async stop() {
+        // Not ready from now on; a balancer's health check sees it before the listeners close.
+        core.drain();
+        const unready = config.shutdown.unready_seconds;
+        if (unready > 0) {
+          log.info('not ready: draining after shutdown.unready_seconds', { seconds: unready });
+          await new Promise((resolve) => setTimeout(resolve, unready * 1000));
+        }
         await Promise.all(
           started.map((fe) =>
             fe

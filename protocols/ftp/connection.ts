@@ -16,6 +16,7 @@ import type { Core, FileSession, Principal } from '../../src/core/index.ts';
 import { GatewayError, resolveChroot } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { clientAddress } from '../shared/proxy.ts';
+import { access, errorType, sessionId, transferred, type Direction } from '../shared/observe.ts';
 import { isRefusal, userKey, type ConnectionLimits, type Lease } from '../shared/limits.ts';
 import { commands } from './commands/index.ts';
 import { DataChannel, plainAddress, type DataSettings } from './data.ts';
@@ -38,11 +39,16 @@ export interface ServerContext {
   passiveAddress: string;
 }
 
+/** transferDirection tells which commands transfer a file, and which way (listings are not transfers). */
+const transferDirection: Record<string, Direction | undefined> = { RETR: 'out', STOR: 'in', APPE: 'in' };
+
 /** Transfer is the data transfer in progress: ABOR aborts it, STAT reports it. */
 export interface Transfer {
   command: string;
   path: string;
   bytes: number;
+  /** the id of the command that started it */
+  requestId?: string;
   controller: AbortController;
   done: Promise<void>;
 }
@@ -84,6 +90,13 @@ export class FtpConnection {
   /** EPSV ALL was sent: only EPSV may set up data connections (RFC 2428) */
   epsvAll = false;
   transfer: Transfer | null = null;
+  /** this control connection's id in log lines; its commands' request ids are `<session>.<n>` */
+  readonly session = sessionId();
+  private commandsRun = 0;
+  /** the code of the last reply sent, for the command's access line */
+  private lastCode = 0;
+  /** the SPEC error type a command answered without throwing (PASS maps its own), for its access line */
+  answeredError: string | undefined;
   /** the algorithm HASH answers with (OPTS HASH) */
   hashAlgo: 'MD5' | 'CRC32' = 'MD5';
   private buffer: Buffer = Buffer.alloc(0);
@@ -104,7 +117,7 @@ export class FtpConnection {
   ) {
     this.socket = socket;
     this.peer = clientAddress(socket);
-    this.log = server.log.child({ interface: 'ftp', ip: this.peer });
+    this.log = server.log.child({ interface: 'ftp', session: this.session, ip: this.peer });
     // Behind a trusted proxy the passive range is forwarded too (without a PROXY header), so data
     // connections come from the client or from that proxy.
     const proxy = plainAddress(socket.remoteAddress);
@@ -247,13 +260,33 @@ export class FtpConnection {
     if (!command.public && !this.principal) return this.reply(530, 'Please log in with USER and PASS');
     if (command.needsArg && arg === '') return this.reply(501, `${name} needs an argument`);
     if (name !== 'RNTO' && name !== 'RNFR') this.renameFrom = null;
+    const started = Date.now();
+    const requestId = `${this.session}.${++this.commandsRun}`;
+    let error: string | undefined;
     try {
       await command.run(this, arg);
     } catch (err) {
+      error = errorType(err, (e) => e instanceof ReplyError);
       const reply = replyForUnknown(err, this.log);
       this.reply(reply.code, reply.text);
       if (reply.close) this.end();
     }
+    error ??= this.answeredError;
+    this.answeredError = undefined;
+    access(
+      this.core,
+      this.log,
+      'ftp',
+      { status: this.lastCode, failed: this.lastCode >= 400, error },
+      {
+        request_id: requestId,
+        command: name,
+        // The password never reaches a log.
+        ...(arg && name !== 'PASS' && name !== 'ACCT' ? { arg: arg.slice(0, 1000) } : {}),
+        duration_ms: Date.now() - started,
+      },
+    );
+    if (this.transfer && !this.transfer.requestId) this.transfer.requestId = requestId;
     // REST applies to the one command after it.
     if (name !== 'REST') this.restOffset = 0;
   }
@@ -261,6 +294,7 @@ export class FtpConnection {
   /** reply sends one reply; several lines make a multi-line reply (RFC 959 4.2). */
   reply(code: number, text: string | string[]): void {
     if (this.closed || this.socket.destroyed) return;
+    this.lastCode = code;
     const lines = (Array.isArray(text) ? text : [text]).flatMap((t) => t.split(/\r?\n/));
     let out = '';
     if (lines.length === 1) out = `${code} ${lines[0]}\r\n`;
@@ -311,10 +345,13 @@ export class FtpConnection {
   runTransfer(command: string, path: string, work: (t: Transfer) => Promise<void>): void {
     const controller = new AbortController();
     const transfer: Transfer = { command, path, bytes: 0, controller, done: Promise.resolve() };
+    const started = Date.now();
+    let failed: { error: string | undefined } | null = null;
     transfer.done = (async () => {
       try {
         await work(transfer);
       } catch (err) {
+        failed = { error: errorType(err, (e) => e instanceof ReplyError || controller.signal.aborted) };
         // A client that closes the data connection early (curl with a range, a cancelled
         // download) is not a server error: 426, as for ABOR, and nothing logged.
         const lost = this.data.lost && !(err instanceof ReplyError);
@@ -325,6 +362,17 @@ export class FtpConnection {
             : replyForUnknown(err, this.log);
         this.reply(reply.code, reply.text);
       } finally {
+        const direction = transferDirection[command];
+        if (direction)
+          transferred(this.core, this.log, 'ftp', {
+            direction,
+            path: `/${path}`,
+            bytes: transfer.bytes,
+            started,
+            ok: failed === null,
+            request_id: transfer.requestId,
+            error: (failed as { error: string | undefined } | null)?.error,
+          });
         this.data.finished();
         this.transfer = null;
         if (!this.closed) this.socket.setTimeout(this.server.idleTimeoutMs);

@@ -1,6 +1,6 @@
 /**
  * The REST front end: a Koa app over HTTPS serving SPEC's API at /api/rest/v1, the earlier form
- * of the API (XML, site-wide key) without the prefix, and GET /healthz. `buildApp` makes the app
+ * of the API (XML, site-wide key) without the prefix, and the operator's endpoints (/healthz, /readyz, /metrics: operations.ts). `buildApp` makes the app
  * without a socket (tests, other listeners); `restFrontEnd` listens.
  */
 import { randomUUID } from 'node:crypto';
@@ -9,6 +9,7 @@ import Koa from 'koa';
 import { Router, type RouterMiddleware } from '@koa/router';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { closeHttps, createHttpsServer, listen } from '../shared/listener.ts';
+import { httpAccess, noteError } from '../shared/observe.ts';
 import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
 import { retryAfter } from '../shared/retry.ts';
 import { wantsChallenge } from '../shared/web-session.ts';
@@ -16,6 +17,7 @@ import { authenticate } from './auth.ts';
 import { errorObject, statusOf } from './errors.ts';
 import { negotiate, toJson, toXml } from './format.ts';
 import { openApiDocument } from './openapi.ts';
+import { operations } from './operations.ts';
 import type { RestContext, RestRouter, RestState } from './http.ts';
 import {
   actionNotificationExportRoutes,
@@ -107,6 +109,10 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
   // listener it prints their stacks to stderr.
   app.on('error', (err: Error) => log.debug('request stream error', { error: err.message }));
   app.use(forwardedFor(core.config.proxy.trusted));
+  // A signed URL's token lets anyone who has it transfer the file until it expires: not logged.
+  app.use(
+    httpAccess(core, 'restapi', (p) => p.replace(/^\/(download|upload|billing|exports)\/[^/]+/, '/$1/…')),
+  );
 
   app.use(async (ctx, next) => {
     try {
@@ -127,6 +133,7 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
       }
       if (!gatewayError) {
         // A bug: logged once here with the id the client also gets; no details leave the server.
+        noteError(ctx.res, 'internal-server-error');
         log.error('unexpected error', {
           instance,
           method: ctx.method,
@@ -147,6 +154,7 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
         return;
       }
       ctx.status = statusOf(gatewayError);
+      noteError(ctx.res, gatewayError.type);
       if (ctx.status === 401 && wantsChallenge(ctx.path, ctx.get('X-Requested-With')))
         ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
       const retry = retryAfter(gatewayError);
@@ -159,13 +167,10 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
     }
   });
 
+  app.use(operations(core) as Koa.Middleware<RestState>);
   if (pages) app.use(pages(core) as Koa.Middleware<RestState>);
 
   app.use(async (ctx, next) => {
-    if (ctx.path === '/healthz') {
-      ctx.body = { status: 'ok' };
-      return;
-    }
     // The router keeps a segment that is not valid percent-encoded UTF-8 as raw text (and would
     // answer 404 or treat it as a name); DESIGN.md "Path errors" makes it a malformed path.
     try {

@@ -12,6 +12,7 @@ import type { AuthContext, Connection, ServerChannel } from 'ssh2';
 import { ConfigError } from '../../src/config.ts';
 import { GatewayError, type Core, type FrontEnd, type Principal } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
+import { RequestBatch, sessionId, transferred, userOf } from '../shared/observe.ts';
 import {
   connectionLimits,
   isRefusal,
@@ -422,13 +423,17 @@ function serveConnection(
       session.on('subsystem', (acceptSub, reject, info) => {
         if (info.name !== 'sftp') return reject();
         const channel = acceptSub() as ServerChannel;
+        const session = sessionId();
+        const sessionLog = log.child({ session, ip: rawIp, user: userOf(principal) });
         const sftp = new SftpSession(channel, core.files.session(principal), {
           maxHandles: cfg.max_handles,
           maxInflight: cfg.max_inflight_requests,
           dataDir: core.config.data_dir,
           username: principal.user?.username ?? 'site',
-          log,
+          log: sessionLog,
           touch,
+          batch: new RequestBatch(core, sessionLog, 'sftp', session),
+          transfer: (t) => transferred(core, sessionLog, 'sftp', t),
         });
         state.sessions.add(sftp);
         channel.on('close', () => state.sessions.delete(sftp));

@@ -19,6 +19,7 @@ import {
   type StagedWrite,
 } from '../../src/core/index.ts';
 import { LogThrottle, type Logger } from '../../src/log.ts';
+import { errorType, type RequestBatch, type Transfer } from '../shared/observe.ts';
 import { sftpStatus } from './errors.ts';
 import {
   HandleTable,
@@ -76,7 +77,16 @@ export interface SftpSessionOptions {
   log: Logger;
   /** called on every request, for the connection's idle timer */
   touch: () => void;
+  /** where answered requests are counted and logged, a line per second of them (the listener kit) */
+  batch: RequestBatch;
+  /** transfer is told of each file transfer (a handle that read or wrote bytes) as its handle closes */
+  transfer: (t: Transfer) => void;
 }
+
+/** FXP_NAMES names request types in access lines: open, read, write, close, … */
+const FXP_NAMES: Record<number, string> = Object.fromEntries(
+  Object.entries(FXP).map(([name, type]) => [type, name.toLowerCase()]),
+);
 
 /** SftpSession serves SFTP v3 on one channel for one logged-in principal. */
 export class SftpSession {
@@ -86,6 +96,8 @@ export class SftpSession {
   private readonly abort = new AbortController();
   private readonly order = new RequestOrder();
   private inflight = 0;
+  /** bytes read or written through each file handle, and since when: its transfer */
+  private readonly meters = new WeakMap<Handle, { bytes: number; started: number }>();
   private writeBlocked = false;
   private ending = false;
   private closed = false;
@@ -163,10 +175,35 @@ export class SftpSession {
   }
 
   private async release(): Promise<void> {
+    // Files still open when the session ends were cut: their transfers failed.
+    for (const h of this.handles.all()) this.transferred(h, false);
     this.closed = true;
     this.abort.abort();
     this.backlog.length = 0;
+    this.opts.batch.flush();
     await this.handles.releaseAll();
+  }
+
+  /** metered counts `n` bytes moved through handle `h`. */
+  private metered(h: Handle, n: number): void {
+    const m = this.meters.get(h);
+    if (m) m.bytes += n;
+    else this.meters.set(h, { bytes: n, started: Date.now() });
+  }
+
+  /** transferred reports the transfer of handle `h` (if it moved bytes) as its handle closes. */
+  private transferred(h: Handle, ok: boolean, error?: string): void {
+    const m = this.meters.get(h);
+    if (!m || h.kind === 'dir') return;
+    this.meters.delete(h);
+    this.opts.transfer({
+      direction: h.kind === 'write' ? 'in' : 'out',
+      path: `/${h.path}`,
+      bytes: m.bytes,
+      started: m.started,
+      ok,
+      error,
+    });
   }
 
   private dispatch(payload: Buffer): void {
@@ -187,9 +224,15 @@ export class SftpSession {
       return;
     }
     this.inflight++;
+    let failed: { error: string | undefined } | null = null;
     this.request(type, id, r)
-      .catch((err: unknown) => this.fail(id, err))
+      .catch((err: unknown) => {
+        failed = { error: errorType(err, (e) => e instanceof BadMessage || this.abort.signal.aborted) };
+        this.fail(id, err);
+      })
       .finally(() => {
+        const f = failed as { error: string | undefined } | null;
+        this.opts.batch.note(FXP_NAMES[type] ?? 'unknown', f !== null, f?.error);
         this.inflight--;
         this.opts.touch();
         this.pump();
@@ -338,7 +381,17 @@ export class SftpSession {
             if (h.kind === 'read') h.cursor?.close();
             // The upload becomes visible here, and its failure is reported here — at the last CLOSE
             // of the file when this session opened it twice (see openFile).
-            if (h.kind === 'write' && !this.sharedWith(h)) await this.commit(h);
+            try {
+              if (h.kind === 'write' && !this.sharedWith(h)) await this.commit(h);
+            } catch (err) {
+              this.transferred(
+                h,
+                false,
+                errorType(err, () => false),
+              );
+              throw err;
+            }
+            this.transferred(h, true);
             this.status(id, Status.OK);
           },
           [h],
@@ -367,6 +420,7 @@ export class SftpSession {
               );
             await this.materialize(h);
             await h.staged.writeAt(h.append ? h.staged.size : offset, data);
+            this.metered(h, data.length);
             h.touched = new Date();
             this.status(id, Status.OK);
           },
@@ -502,7 +556,7 @@ export class SftpSession {
       if (!h.readable)
         throw new GatewayError('bad-request/request-params-invalid', 'This handle is not open for reading');
       await this.materialize(h);
-      return this.sendData(id, await h.staged.readAt(offset, len));
+      return this.sendData(id, await h.staged.readAt(offset, len), h);
     }
     if (h.kind !== 'read')
       throw new GatewayError('bad-request/request-params-invalid', 'This handle is not open for reading');
@@ -513,7 +567,7 @@ export class SftpSession {
     if (h.writer) {
       // Opened while this session was writing the file: its bytes until that CLOSE, then the file.
       if (h.writer.staged.isOpen && !h.writer.detached)
-        return this.sendData(id, await h.writer.staged.readAt(offset, len));
+        return this.sendData(id, await h.writer.staged.readAt(offset, len), h);
       h.writer = null;
       h.cursor?.close();
       h.cursor = null;
@@ -532,11 +586,12 @@ export class SftpSession {
       h.entry = dl.entry;
       h.cursor = new StreamCursor(dl.stream, offset);
     }
-    this.sendData(id, await h.cursor.take(len));
+    this.sendData(id, await h.cursor.take(len), h);
   }
 
-  private sendData(id: number, data: Buffer): void {
+  private sendData(id: number, data: Buffer, h: Handle): void {
     if (data.length === 0) return this.status(id, Status.EOF, 'End of file');
+    this.metered(h, data.length);
     this.send(new Writer(FXP.DATA, id).bytes(data).done());
   }
 

@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type net from 'node:net';
-import type { Core, Principal } from '../../src/core/index.ts';
+import type { Core, Metrics, Principal } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { clientAddress } from './proxy.ts';
 
@@ -155,6 +155,8 @@ export class ConnectionLimits {
   constructor(
     readonly values: LimitValues,
     private readonly log: Logger,
+    /** where connections are counted (accepted, refused, open), per interface */
+    private readonly metrics: Metrics | null = null,
   ) {
     this.answerBudget = Math.max(2, Math.floor(values.maxConnections / 8));
   }
@@ -269,12 +271,20 @@ export class ConnectionLimits {
     address = clientAddress(socket),
   ): boolean {
     const verdict = this.admit(address);
+    // The FTPS listener's connections are FTP's (SPEC's interfaces).
+    const label = { interface: iface === 'ftps' ? 'ftp' : iface };
     if (isRefusal(verdict)) {
+      this.metrics?.connections.inc({ ...label, result: 'refused' });
       this.refused(iface, address, verdict);
       this.answer(socket, (s) => reply(s, verdict));
       return false;
     }
-    socket.once('close', () => verdict.release());
+    this.metrics?.connections.inc({ ...label, result: 'accepted' });
+    this.metrics?.openConnections.inc(label);
+    socket.once('close', () => {
+      verdict.release();
+      this.metrics?.openConnections.dec(label);
+    });
     return true;
   }
 }
@@ -311,7 +321,7 @@ export function connectionLimits(core: Core): ConnectionLimits {
       { ...core.config.limits, ...core.config.ftp, passive_range_size: last - first + 1 },
       fds,
     );
-    limits = new ConnectionLimits(values, core.log.child({ component: 'limits' }));
+    limits = new ConnectionLimits(values, core.log.child({ component: 'limits' }), core.metrics);
     core.log.info('connection limits', {
       open_files: { soft: finite(fds.soft), hard: finite(fds.hard), source: fds.source },
       max_connections: values.maxConnections,

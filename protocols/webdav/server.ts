@@ -15,6 +15,7 @@ import Koa from 'koa';
 import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { LogThrottle } from '../../src/log.ts';
 import { closeHttps, createHttpsServer, holdSession, listen } from '../shared/listener.ts';
+import { httpAccess, noteError } from '../shared/observe.ts';
 import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
 import { retryAfter } from '../shared/retry.ts';
 import { authenticate, basicCredentials } from './auth.ts';
@@ -55,6 +56,7 @@ export function buildApp(core: Core): Koa<DavState> {
   // mid-transfer (an aborted PUT is a parse error of the unfinished request): not a server fault.
   app.on('error', (err: Error) => log.debug('connection ended early', { error: err.message }));
   app.use(forwardedFor(core.config.proxy.trusted));
+  app.use(httpAccess(core, 'dav'));
 
   const outages = new LogThrottle();
 
@@ -95,7 +97,10 @@ export function buildApp(core: Core): Koa<DavState> {
       if (ctx.res.headersSent || ctx.req.socket.destroyed) {
         if (!(err instanceof GatewayError))
           log.warn('request failed', { method: ctx.method, error: String(err) });
-        else failed(ctx as DavContext, null, err);
+        else {
+          noteError(ctx.res, err.type);
+          failed(ctx as DavContext, null, err);
+        }
         ctx.res.destroy();
         return;
       }
@@ -108,6 +113,7 @@ export function buildApp(core: Core): Koa<DavState> {
       }
       if (err instanceof GatewayError) {
         ctx.status = statusOf(err);
+        noteError(ctx.res, err.type);
         if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
         if (ctx.status === 405) ctx.set('Allow', ALLOW);
         const retry = retryAfter(err);
@@ -121,6 +127,7 @@ export function buildApp(core: Core): Koa<DavState> {
       }
       // A bug: logged once here with the id the client also gets; no details leave the server.
       const instance = randomUUID();
+      noteError(ctx.res, 'internal-server-error');
       log.error('unexpected error', {
         instance,
         method: ctx.method,

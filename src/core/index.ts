@@ -28,7 +28,9 @@ import { Files, type FileApi } from './files/files.ts';
 import { keepInternals } from './internals.ts';
 import { Locks } from './files/locks.ts';
 import { Properties } from './files/properties.ts';
+import { Metrics } from './metrics.ts';
 import { Paginator } from './pagination.ts';
+import { Readiness, type ReadinessReport } from './readiness.ts';
 import type { Interface, Principal } from './principal.ts';
 
 export {
@@ -73,6 +75,8 @@ export {
   type BundleSummary,
   type BundleVisit,
 } from './bundles/bundles.ts';
+export type { Metrics } from './metrics.ts';
+export type { ReadinessReport } from './readiness.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {
@@ -103,6 +107,15 @@ export interface Core {
   readonly dav: { readonly locks: Locks; readonly properties: Properties };
   /** namespace.mkdir creates a folder with its parents (fixtures and the CLI) */
   readonly namespace: { mkdir(p: Principal, path: string): Promise<void> };
+  /** metrics are the gateway's Prometheus metrics, which the front ends and the kit update */
+  readonly metrics: Metrics;
+  /**
+   * readiness tells whether this instance should get traffic (/readyz): the database and the blob
+   * store answer, and it is not draining.
+   */
+  readiness(): Promise<ReadinessReport>;
+  /** drain marks the instance as stopping: readiness fails from now on. */
+  drain(): void;
   /**
    * authenticateApiKey admits a request carrying an API key, or throws not-authenticated
    * (service-unavailable when the database does not answer).
@@ -164,6 +177,9 @@ export async function createCore(
     throw err;
   }
   const secret = loadSecret(config);
+  const metrics = new Metrics();
+  db.observe = (kind, seconds, ok) =>
+    metrics.dbSeconds.observe({ kind, result: ok ? 'ok' : 'failed' }, seconds);
   const ctx: CoreContext = {
     config,
     db,
@@ -171,6 +187,7 @@ export async function createCore(
     secret,
     paginator: new Paginator(secret),
     credentials: new CredentialCache(config.accounts.credential_cache_seconds * 1000),
+    metrics,
   };
   const gate = new LoginGate(ctx);
   const files = new Files(ctx, await createBlobStore(config, config.data_dir));
@@ -179,6 +196,17 @@ export async function createCore(
   const apiKeys = new ApiKeys(ctx);
   const events = new Events(ctx, files.store);
   if (opts.background !== false) events.start();
+  // The pool is read before the webhook queue's gauges run their queries, which it would count.
+  metrics.gauge(
+    'svc_db_pool_connections',
+    'Database connections by state: total (open), idle, waiting (callers queued), max',
+    ['state'],
+    (set) => {
+      for (const [state, n] of Object.entries(db.pool())) set({ state }, n);
+    },
+  );
+  events.webhooks.watch(metrics);
+  const readiness = new Readiness(db, files.store);
   const core: Core = {
     config,
     log,
@@ -202,6 +230,9 @@ export async function createCore(
         await files.session(p).mkdir(path, { parents: true });
       },
     },
+    metrics,
+    readiness: () => readiness.check(),
+    drain: () => readiness.drain(),
     authenticateApiKey(key, iface, ip) {
       return gate.guarded(iface, async () => {
         const found = await apiKeys.lookup(key);

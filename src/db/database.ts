@@ -46,6 +46,10 @@ export type DatabaseKind = 'sqlite' | 'postgres';
 export class Database {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly throttle = new LogThrottle();
+  /** calls started and not yet finished (on SQLite, the one running and those waiting their turn) */
+  private calls = 0;
+  /** observe, when set, hears how long each read or unit of work took (the core's metrics) */
+  observe: ((kind: 'read' | 'work', seconds: number, ok: boolean) => void) | null = null;
 
   private constructor(
     readonly source: DataSource,
@@ -103,7 +107,7 @@ export class Database {
 
   /** migrate applies every pending migration and returns the names it applied. */
   async migrate(): Promise<string[]> {
-    return this.serialized(async () => {
+    return this.serialized('work', async () => {
       const applied = await this.source.runMigrations();
       return applied.map((m) => m.name);
     });
@@ -111,12 +115,12 @@ export class Database {
 
   /** pendingMigrations tells whether the schema is behind the code. */
   async pendingMigrations(): Promise<boolean> {
-    return this.serialized(() => this.source.showMigrations());
+    return this.serialized('read', () => this.source.showMigrations());
   }
 
   /** work runs fn as one transaction; on SQLite no other read or unit of work runs meanwhile. */
   work<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    return this.serialized(async () => {
+    return this.serialized('work', async () => {
       let tx: EntityManager | undefined;
       const result = await this.source.transaction((em) => {
         tx = em;
@@ -137,7 +141,7 @@ export class Database {
    * uncommitted rows.
    */
   read<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    return this.serialized(() => fn(this.source.manager));
+    return this.serialized('read', () => fn(this.source.manager));
   }
 
   /** close waits for queued work and closes the connection or pool. */
@@ -146,13 +150,59 @@ export class Database {
     if (this.source.isInitialized) await this.source.destroy();
   }
 
-  private serialized<T>(fn: () => Promise<T>): Promise<T> {
-    const guarded = () => fn().catch((err: unknown) => this.fault(err));
-    if (this.kind !== 'sqlite') return guarded();
+  /**
+   * pool tells how the connections are used now: PostgreSQL's pool (open, idle, callers waiting
+   * for one, the most it opens); SQLite's one connection, busy or idle, and the calls queued for it.
+   */
+  pool(): { total: number; idle: number; waiting: number; max: number } {
+    if (this.kind === 'postgres') {
+      const pg = (this.source.driver as unknown as { master?: PgPoolCounts }).master;
+      return {
+        total: pg?.totalCount ?? 0,
+        idle: pg?.idleCount ?? 0,
+        waiting: pg?.waitingCount ?? 0,
+        max: pg?.options?.max ?? 0,
+      };
+    }
+    return { total: 1, idle: this.calls > 0 ? 0 : 1, waiting: Math.max(0, this.calls - 1), max: 1 };
+  }
+
+  /**
+   * ping answers once the database ran a trivial statement (readiness, doctor), with the server's
+   * clock on PostgreSQL; it does not wait in SQLite's queue, so it never holds up real work.
+   */
+  async ping(): Promise<{ now: Date | null }> {
+    if (this.kind === 'postgres') {
+      const rows = (await this.source.query('SELECT now() AS now')) as { now: Date }[];
+      return { now: new Date(rows[0]!.now) };
+    }
+    await this.source.query('SELECT 1');
+    return { now: null };
+  }
+
+  private serialized<T>(kind: 'read' | 'work', fn: () => Promise<T>): Promise<T> {
+    this.calls++;
+    const guarded = () => {
+      const started = process.hrtime.bigint();
+      const timed = (ok: boolean) =>
+        this.observe?.(kind, Number(process.hrtime.bigint() - started) / 1e9, ok);
+      return fn().then(
+        (v) => {
+          timed(true);
+          return v;
+        },
+        (err: unknown) => {
+          timed(false);
+          return this.fault(err);
+        },
+      );
+    };
+    const done = <V>(p: Promise<V>) => p.finally(() => this.calls--);
+    if (this.kind !== 'sqlite') return done(guarded());
     const run = this.queue.then(guarded, guarded);
     // The queue only orders; a failure belongs to its caller, not to the next unit of work.
     this.queue = run.catch(() => undefined);
-    return run;
+    return done(run);
   }
 
   /** fault rethrows a failed call, classified; the cause of an outage is logged, throttled. */
@@ -167,6 +217,14 @@ export class Database {
       });
     throw classifyDatabaseError(err);
   }
+}
+
+/** PgPoolCounts is what node-postgres's Pool tells about its connections. */
+interface PgPoolCounts {
+  totalCount: number;
+  idleCount: number;
+  waitingCount: number;
+  options?: { max?: number };
 }
 
 /** isUniqueViolation tells whether a failed statement broke a unique index (a race two checks lost). */

@@ -36,6 +36,9 @@ export async function testConfig(overrides: Record<string, unknown> = {}): Promi
     accounts: { bcrypt_rounds: 4 },
     admin: { username: 'admin', password: 'admin-password' },
     log_level: 'error',
+    // Tests that read the log (captureLogs) count operational lines; access lines have their own
+    // test (observability.test.ts), which turns them on.
+    log_access: 'off',
     // A test's stop should not wait out the production drain for a transfer it abandoned.
     shutdown: { grace_seconds: 2 },
   };

@@ -57,3 +57,12 @@ export async function startTcpProxy(host: string, port: number): Promise<TcpProx
     close: stop,
   };
 }
+
+/** closedPort is a loopback port nothing listens on. */
+export async function closedPort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}

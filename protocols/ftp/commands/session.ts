@@ -36,6 +36,7 @@ export const sessionCommands: Record<string, Command> = {
         c.loggedIn(await c.core.gate.login({ interface: 'ftp', ip: c.peer, username, password: arg }));
       } catch (err) {
         if (!(err instanceof GatewayError)) throw err;
+        c.answeredError = err.type;
         const reply = replyFor(err);
         // A limit (failed logins from this address, this user's sessions) is a 530 that closes the
         // connection, not the family's 421: lftp reconnects after a 421 at login up to

@@ -115,6 +115,7 @@ export class LoginGate {
   private readonly cacheKey = randomBytes(32);
 
   private readonly outages = new LogThrottle();
+  private readonly rateLimited = new LogThrottle(60_000);
 
   constructor(private readonly ctx: CoreContext) {}
 
@@ -173,6 +174,7 @@ export class LoginGate {
       if (err instanceof GatewayError && err.type !== 'service-unavailable/database-unavailable') throw err;
       // Every request of an outage fails here alike: one line per interface every few seconds.
       const held = this.outages.take(iface);
+      this.ctx.metrics.logins.inc({ interface: iface, result: 'unavailable' });
       if (held)
         this.ctx.log.error('login gate unavailable: the database did not answer', {
           interface: iface,
@@ -257,6 +259,17 @@ export class LoginGate {
     }));
     // Checked before bcrypt so a password-guessing client cannot make the server burn CPU.
     if (ipFailures >= lockout.ip_max_failures) {
+      this.ctx.metrics.logins.inc({ interface: req.interface, result: 'rate_limited' });
+      // One line per address a minute: a guessing client would otherwise write one per attempt.
+      const held = this.rateLimited.take(req.ip);
+      if (held)
+        this.ctx.log.warn('login refused: too many failed logins from this address', {
+          interface: req.interface,
+          user: req.username.slice(0, 50),
+          ip: req.ip,
+          failed_logins: ipFailures,
+          ...(held.held ? { held_back: held.held } : {}),
+        });
       // Like LOCKED_OUT_MESSAGE, the text avoids what lftp's ftp:retry-530 retries for ever.
       throw new GatewayError(
         'rate-limited/too-many-login-attempts',
@@ -299,6 +312,11 @@ export class LoginGate {
       await recordAction(em, principal, {
         action: 'login',
         display: `${user.username} logged in over ${interfaceName[req.interface]}`,
+      });
+      // Counted and logged as the Action is: WebDAV's per-request logins once per window.
+      afterCommit(em, () => {
+        this.ctx.metrics.logins.inc({ interface: req.interface, result: 'success' });
+        this.ctx.log.info('login', { interface: req.interface, user: user.username, ip: req.ip });
       });
     });
     return principal;
@@ -384,10 +402,21 @@ export class LoginGate {
         ip: req.ip,
         display: `Failed login as ${req.username.slice(0, 50)} over ${interfaceName[req.interface]}: ${failure}`,
       });
-      if (user && failure === 'password_mismatch' && (await this.countFailure(em, user.id, lockout))) {
+      const lockedOut =
+        user && failure === 'password_mismatch' && (await this.countFailure(em, user.id, lockout));
+      afterCommit(em, () => {
+        this.ctx.metrics.logins.inc({ interface: req.interface, result: failure });
+        const who = { interface: req.interface, user: req.username.slice(0, 50), ip: req.ip };
+        this.ctx.log.warn('login failed', { ...who, failure_type: failure });
+        if (!lockedOut) return;
         // A lockout applies at once to this instance's cached credentials (WebDAV clients).
-        afterCommit(em, () => this.ctx.credentials.clear());
-      }
+        this.ctx.credentials.clear();
+        this.ctx.log.warn('user locked out', {
+          ...who,
+          minutes: lockout.duration_minutes,
+          after_failures: lockout.max_failures,
+        });
+      });
     });
   }
 

@@ -18,6 +18,7 @@ import {
   type WebhookDeliveryRow,
 } from '../../db/entities.ts';
 import { requireSiteAdmin } from '../access/guards.ts';
+import type { Metrics } from '../metrics.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import { parentOf } from '../paths.ts';
@@ -146,6 +147,40 @@ export class Webhooks {
     private readonly ctx: CoreContext,
     private readonly onSlotFree: () => void = () => undefined,
   ) {}
+
+  /**
+   * watch reports the queue in `metrics` at each scrape: deliveries waiting (pending, whether due or
+   * backing off) and the age of the oldest, across every instance (the queue is in the database).
+   */
+  watch(metrics: Metrics): void {
+    const queue = () =>
+      this.ctx.db.read(
+        (em) =>
+          em
+            .createQueryBuilder(WebhookDeliveryEntity, 'd')
+            .select('COUNT(*)', 'n')
+            .addSelect('MIN(d.created_at)', 'oldest')
+            .where('d.status = :status', { status: 'pending' })
+            .getRawOne() as Promise<{ n: string | number; oldest: string | number | null } | undefined>,
+      );
+    metrics.gauge(
+      'svc_webhook_queue_depth',
+      'Webhook deliveries waiting to be delivered (or retried)',
+      [],
+      async (set) => {
+        set({}, Number((await queue())?.n ?? 0));
+      },
+    );
+    metrics.gauge(
+      'svc_webhook_oldest_queued_seconds',
+      'Age of the oldest webhook delivery still waiting (0: none)',
+      [],
+      async (set) => {
+        const oldest = (await queue())?.oldest;
+        set({}, oldest == null ? 0 : Math.max(0, (Date.now() - Number(oldest)) / 1000));
+      },
+    );
+  }
 
   /** enqueue queues one delivery per matching webhook, inside the Action's unit of work. */
   async enqueue(em: EntityManager, a: RecordedAction): Promise<number> {

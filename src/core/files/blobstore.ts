@@ -58,6 +58,13 @@ export interface BlobStore {
    */
   sweep?(abandoned: (owner: string | null, mtimeMs: number) => Promise<boolean>): Promise<number>;
 
+  /**
+   * probe (optional) rejects when the store cannot work, for readiness checks, where `size` of a
+   * missing blob cannot tell (the local store answers null for any failure): the local store's
+   * folder (or the nearest one that exists) must be a writable folder.
+   */
+  probe?(): Promise<void>;
+
   /** delete removes blob `id`; deleting a missing blob is not an error. */
   delete(id: BlobId): Promise<void>;
 

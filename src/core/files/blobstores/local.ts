@@ -3,8 +3,8 @@
  * is written to a temporary name and renamed into place when complete (after fsync), so a crash
  * or an abort never leaves a partial blob under a real id.
  */
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat, statfs } from 'node:fs/promises';
+import { constants, createReadStream, createWriteStream } from 'node:fs';
+import { access, mkdir, open, rename, rm, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -139,6 +139,20 @@ export class LocalBlobStore implements BlobStore {
       ...(opts.signal ? { signal: opts.signal } : {}),
       highWaterMark: 256 * 1024,
     });
+  }
+
+  async probe(): Promise<void> {
+    // Before the first blob the root may not exist yet: then its nearest existing folder counts.
+    for (let dir = this.root; ; dir = path.dirname(dir)) {
+      try {
+        if (!(await stat(dir)).isDirectory())
+          throw Object.assign(new Error(`${dir} is not a folder`), { code: 'ENOTDIR' });
+        await access(dir, constants.W_OK);
+        return;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || dir === path.dirname(dir)) throw err;
+      }
+    }
   }
 
   async size(id: BlobId): Promise<number | null> {
