@@ -109,9 +109,9 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
   // listener it prints their stacks to stderr.
   app.on('error', (err: Error) => log.debug('request stream error', { error: err.message }));
   app.use(forwardedFor(core.config.proxy.trusted));
-  // A signed URL's token lets anyone who has it transfer the file until it expires: not logged.
+  // A signed URL's token, like a share link's code (/s/<code>), lets anyone who has it in: not logged.
   app.use(
-    httpAccess(core, 'restapi', (p) => p.replace(/^\/(download|upload|billing|exports)\/[^/]+/, '/$1/…')),
+    httpAccess(core, 'restapi', (p) => p.replace(/^\/(download|upload|billing|exports|s)\/[^/]+/, '/$1/…')),
   );
 
   app.use(async (ctx, next) => {
