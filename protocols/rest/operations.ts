@@ -5,25 +5,8 @@
  * `metrics.allowed_ips` (loopback by default) and requests carrying `metrics.token` as a bearer
  * token; anyone else gets 403, so the internet cannot read it.
  */
-import { timingSafeEqual } from 'node:crypto';
 import type Koa from 'koa';
-import { clientIp, ipInList, type Core } from '../../src/core/index.ts';
-
-/** tokenMatches compares a bearer token with the setting in constant time. */
-function tokenMatches(authorization: string, token: string): boolean {
-  if (!token) return false;
-  const m = /^Bearer\s+(\S+)$/i.exec(authorization);
-  if (!m) return false;
-  const sent = Buffer.from(m[1]!);
-  const want = Buffer.from(token);
-  return sent.length === want.length && timingSafeEqual(sent, want);
-}
-
-/** mayScrape tells whether a request may read /metrics: an allowed address, or the token. */
-function mayScrape(core: Core, ip: string, authorization: string): boolean {
-  const { allowed_ips: allowed, token } = core.config.metrics;
-  return (allowed.length > 0 && ipInList(clientIp(ip), allowed)) || tokenMatches(authorization, token);
-}
+import type { Core } from '../../src/core/index.ts';
 
 /**
  * operations answers GET (and HEAD) /healthz, /readyz and /metrics, and passes every other request
@@ -44,7 +27,7 @@ export function operations(core: Core): Koa.Middleware {
         return;
       }
       case '/metrics':
-        if (!mayScrape(core, ctx.request.ip, ctx.get('Authorization'))) {
+        if (!core.metrics.mayScrape(ctx.request.ip, ctx.get('Authorization'))) {
           ctx.status = 403;
           ctx.type = 'text/plain; charset=utf-8';
           ctx.body =

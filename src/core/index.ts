@@ -177,7 +177,7 @@ export async function createCore(
     throw err;
   }
   const secret = loadSecret(config);
-  const metrics = new Metrics();
+  const metrics = new Metrics(config.metrics);
   db.observe = (kind, seconds, ok) =>
     metrics.dbSeconds.observe({ kind, result: ok ? 'ok' : 'failed' }, seconds);
   const ctx: CoreContext = {

@@ -6,7 +6,9 @@
  * Labels take a handful of values each (interface, result, direction, SPEC error type): never a
  * path, a username or an address, so the number of series stays bounded.
  */
+import { timingSafeEqual } from 'node:crypto';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { clientIp, ipInList } from './access/allowed-ips.ts';
 
 /** HELP is each metric's description, as a scrape shows it (the README's table says the same). */
 const HELP = {
@@ -79,7 +81,7 @@ export class Metrics {
     return new Histogram<L>({ name, help: HELP[name], labelNames, buckets, registers: [this.registry] });
   }
 
-  constructor() {
+  constructor(private readonly access: { allowed_ips: string[]; token: string }) {
     // Process and Node metrics: CPU, memory, open descriptors, GC, and event-loop delay
     // (nodejs_eventloop_lag_* from perf_hooks' monitorEventLoopDelay).
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 20 });
@@ -109,6 +111,20 @@ export class Metrics {
         }
       },
     });
+  }
+
+  /**
+   * mayScrape tells whether a request may read the metrics: from an address in
+   * `metrics.allowed_ips`, or carrying `metrics.token` as a bearer token (compared in constant time).
+   */
+  mayScrape(ip: string, authorization: string): boolean {
+    const { allowed_ips: allowed, token } = this.access;
+    if (allowed.length > 0 && ipInList(clientIp(ip), allowed)) return true;
+    const m = token ? /^Bearer\s+(\S+)$/i.exec(authorization) : null;
+    if (!m) return false;
+    const sent = Buffer.from(m[1]!);
+    const want = Buffer.from(token);
+    return sent.length === want.length && timingSafeEqual(sent, want);
   }
 
   /** text is the exposition text a Prometheus scrape reads. */
