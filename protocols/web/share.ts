@@ -7,6 +7,9 @@
  *   POST /s/<code>/password           JSON {password}: sets the link's cookie (never in the URL)
  *   GET  /s/<code>/list/<path>        a folder inside the link (page, per_page)
  *   GET  /s/<code>/files/<path>       one file, as an attachment
+ *   GET  /s/<code>/preview/<path>     one file shown in place: an image or PDF inline, anything
+ *                                     else its first 256 KiB for a text preview (download and
+ *                                     preview links)
  *   GET  /s/<code>/zip                everything, as one zip streamed as it is read
  *   PUT  /s/<code>/files/<name>       upload one file (the body) into an upload link's folder
  *
@@ -14,8 +17,10 @@
  * as the sharer, and records each use with interface `web` and the recipient's address.
  */
 import contentDisposition from 'content-disposition';
+import { Readable } from 'node:stream';
 import type Koa from 'koa';
 import { GatewayError, GRANT_TTL_S, type BundleVisit, type Core } from '../../src/core/index.ts';
+import { PREVIEW_TEXT_BYTES, previewType } from '../shared/preview.ts';
 import { streamZip } from '../shared/zip.ts';
 
 /** BUNDLE_COOKIE names the cookie an accepted password sets, scoped to its link's path. */
@@ -28,7 +33,18 @@ export interface ShareHelpers {
   requireSameOrigin(ctx: Koa.Context): void;
 }
 
-const ROUTE = /^\/s\/([^/]+)(?:\/(info|password|list|files|zip)(?:\/(.*))?)?\/?$/;
+const ROUTE = /^\/s\/([^/]+)(?:\/(info|password|list|files|preview|zip)(?:\/(.*))?)?\/?$/;
+
+/** firstBytes yields the first `limit` bytes of `source`, then ends it (a text preview's share). */
+async function* firstBytes(source: AsyncIterable<Buffer>, limit: number): AsyncGenerator<Buffer> {
+  let left = limit;
+  for await (const chunk of source) {
+    yield chunk.length <= left ? chunk : chunk.subarray(0, left);
+    left -= chunk.length;
+    // Leaving the loop destroys the source: the rest is never read.
+    if (left <= 0) return;
+  }
+}
 
 /** decodePath decodes a path after the route, segment by segment (no encoded separators). */
 function decodePath(raw: string): string {
@@ -137,6 +153,22 @@ export function sharePages(core: Core, helpers: ShareHelpers) {
         await visit(ctx, code)
       ).list(rest, { sort: 'path', direction: 'asc', ...pageParams(q) });
       json(ctx, 200, entries);
+      return true;
+    }
+    if (what === 'preview') {
+      if (method !== 'GET') allow('GET');
+      const v = await visit(ctx, code);
+      const name = rest.slice(rest.lastIndexOf('/') + 1);
+      const inline = previewType(name);
+      const d = await v.openRead(rest, { signal: abortOnClose(ctx), preview: true });
+      ctx.status = 200;
+      // Only images and PDF are shown in place; anything else is bytes for the page to show as text.
+      ctx.type = inline ?? 'application/octet-stream';
+      ctx.set('Content-Disposition', contentDisposition(name, { type: inline ? 'inline' : 'attachment' }));
+      if (inline) ctx.set('Content-Security-Policy', "default-src 'none'; frame-ancestors 'self'");
+      ctx.set('X-Content-Type-Options', 'nosniff');
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = inline ? d.stream : Readable.from(firstBytes(d.stream, PREVIEW_TEXT_BYTES));
       return true;
     }
     // A download counts as a use, so HEAD (which would count one for nothing) is not offered.

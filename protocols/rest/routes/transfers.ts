@@ -6,29 +6,8 @@
 import contentDisposition from 'content-disposition';
 import parseRange from 'range-parser';
 import { GatewayError, type Core } from '../../../src/core/index.ts';
+import { previewType } from '../../shared/preview.ts';
 import type { RestContext, RestRouter } from '../http.ts';
-
-/**
- * PREVIEW_TYPES are the types a download may be shown inline as (`?disposition=inline`, the web
- * page's preview): images a browser draws and PDF for its own viewer. Nothing that runs script on
- * our origin (HTML, SVG, XML) is ever served inline; any other file stays an attachment.
- */
-const PREVIEW_TYPES: Record<string, string> = {
-  png: 'image/png',
-  jpg: 'image/jpeg',
-  jpeg: 'image/jpeg',
-  gif: 'image/gif',
-  webp: 'image/webp',
-  avif: 'image/avif',
-  bmp: 'image/bmp',
-  pdf: 'application/pdf',
-};
-
-/** previewType is the inline type of a file name, or undefined when it is not shown inline. */
-function previewType(name: string): string | undefined {
-  const dot = name.lastIndexOf('.');
-  return dot > 0 ? PREVIEW_TYPES[name.slice(dot + 1).toLowerCase()] : undefined;
-}
 
 /** transferRoutes registers /download and /upload. */
 export function transferRoutes(router: RestRouter, core: Core): void {

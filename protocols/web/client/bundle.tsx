@@ -7,6 +7,7 @@
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, encodePath, request, type Entry } from './api.ts';
 import { Field } from './field.tsx';
+import { Preview } from './preview.tsx';
 import { dateFormat, formatSize, nameOf } from './paths.ts';
 import './share.css';
 
@@ -192,6 +193,7 @@ export function BundlePage(props: { code: string }) {
   const [error, setError] = useState('');
   const [folder, setFolder] = useState('');
   const [entries, setEntries] = useState<Entry[]>([]);
+  const [preview, setPreview] = useState<Entry | null>(null);
 
   const open = useCallback(async () => {
     setFatal('');
@@ -279,7 +281,9 @@ export function BundlePage(props: { code: string }) {
         ) : (
           <>
             {summary.kind === 'preview' && (
-              <p class="notice">This link lets you see the names of the files, not download them.</p>
+              <p class="notice">
+                This link lets you view the files here, not download them. Choose a name to view it.
+              </p>
             )}
             <nav aria-label="Breadcrumbs" class="crumbs">
               <ol>
@@ -344,7 +348,9 @@ export function BundlePage(props: { code: string }) {
                           {nameOf(e.path)}
                         </a>
                       ) : (
-                        <span>{nameOf(e.path)}</span>
+                        <button type="button" class="link" onClick={() => setPreview(e)}>
+                          {nameOf(e.path)}
+                        </button>
                       )}
                     </td>
                     <td class="size">{e.type === 'directory' ? 'Folder' : formatSize(e.size)}</td>
@@ -354,6 +360,16 @@ export function BundlePage(props: { code: string }) {
               </tbody>
             </table>
             {entries.length === 0 && <p class="empty">This folder is empty.</p>}
+            {preview && (
+              <Preview
+                entry={preview}
+                onClose={() => setPreview(null)}
+                urls={async (e) => {
+                  const url = `${base}/preview/${encodePath(e.path)}`;
+                  return { inline: url, bytes: url };
+                }}
+              />
+            )}
           </>
         )}
       </main>

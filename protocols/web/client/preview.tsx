@@ -2,7 +2,8 @@
  * Preview of one file in a dialog: an image as <img>, a PDF in the browser's own viewer (a frame
  * of our own origin), anything else as text if it is text (its first 256 KiB, shown as text, never
  * as HTML). The bytes come from the file's signed download URL, so a preview is a download: it
- * needs read permission and is recorded as a `read` Action.
+ * needs read permission and is recorded as a `read` Action. A share link's page passes its own
+ * /preview/ URL instead.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { API, ApiError, encodePath, request, sameOrigin, type Entry } from './api.ts';
@@ -27,20 +28,33 @@ type Shown =
 /** inline asks the download URL for the file shown in place (the server allows only safe types). */
 const inline = (url: string) => `${url}${url.includes('?') ? '&' : '?'}disposition=inline`;
 
-async function load(entry: Entry): Promise<Shown> {
-  if (IMAGE.test(entry.path) && (entry.size ?? 0) > IMAGE_CAP)
-    return {
-      kind: 'none',
-      message: `This image is too large to preview (over ${formatSize(IMAGE_CAP)}). Download it to open it.`,
-    };
+/** PreviewUrls are where a preview reads a file: shown in place (images, PDF), or its bytes (text). */
+export interface PreviewUrls {
+  inline: string;
+  bytes: string;
+}
+
+/** signedUrls asks the API for the file's signed download URL (the signed-in page's previews). */
+async function signedUrls(entry: Entry): Promise<PreviewUrls> {
   const { data } = await request<Entry & { download_uri: string }>(
     'GET',
     `${API}/files/${encodePath(entry.path)}`,
   );
   const url = sameOrigin(data.download_uri);
-  if (IMAGE.test(entry.path)) return { kind: 'image', url: inline(url) };
-  if (PDF.test(entry.path)) return { kind: 'pdf', url: inline(url) };
-  if (!data.size) return { kind: 'text', text: '', cut: false };
+  return { inline: inline(url), bytes: url };
+}
+
+async function load(entry: Entry, urls: (entry: Entry) => Promise<PreviewUrls>): Promise<Shown> {
+  if (IMAGE.test(entry.path) && (entry.size ?? 0) > IMAGE_CAP)
+    return {
+      kind: 'none',
+      message: `This image is too large to preview (over ${formatSize(IMAGE_CAP)}). Download it to open it.`,
+    };
+  const at = await urls(entry);
+  if (IMAGE.test(entry.path)) return { kind: 'image', url: at.inline };
+  if (PDF.test(entry.path)) return { kind: 'pdf', url: at.inline };
+  if (!entry.size) return { kind: 'text', text: '', cut: false };
+  const url = at.bytes;
   let res: Response;
   try {
     res = await fetch(url, { headers: { Range: `bytes=0-${TEXT_CAP - 1}` }, credentials: 'same-origin' });
@@ -62,17 +76,23 @@ async function load(entry: Entry): Promise<Shown> {
       message: 'This file cannot be previewed: it is not text, an image or a PDF. Download it to open it.',
     };
   }
-  return { kind: 'text', text, cut: (data.size ?? 0) > bytes.length };
+  return { kind: 'text', text, cut: (entry.size ?? 0) > bytes.length };
 }
 
 /** Preview shows one file; Download saves it, Close (or Escape) ends the preview. */
-export function Preview(props: { entry: Entry; onDownload?: () => void; onClose: () => void }) {
+export function Preview(props: {
+  entry: Entry;
+  onDownload?: () => void;
+  onClose: () => void;
+  /** where the bytes come from: the signed download URL unless given (a share link's /preview/) */
+  urls?: (entry: Entry) => Promise<PreviewUrls>;
+}) {
   const { entry } = props;
   const name = nameOf(entry.path);
   const [shown, setShown] = useState<Shown>({ kind: 'loading' });
   useEffect(() => {
     let live = true;
-    load(entry)
+    load(entry, props.urls ?? signedUrls)
       .then((s) => live && setShown(s))
       .catch(
         (err: unknown) =>

@@ -114,7 +114,8 @@ export interface BundleSummary {
 
 const needed: Record<BundleKind, 'read' | 'list' | 'write'> = {
   download: 'read',
-  preview: 'list',
+  // A preview shows the bytes (an image, a PDF, text): sharing one needs read, as a download does.
+  preview: 'read',
   upload: 'write',
 };
 const missingType = {
@@ -527,14 +528,20 @@ export class BundleVisit {
 
   /**
    * openRead opens one file of a download link, counted as a use; preview links refuse with
-   * `bundle-only-allows-previews`.
+   * `bundle-only-allows-previews`. With `preview` (the page shows the file in place) both kinds
+   * may read it: counted as a use on a download link, not again on a preview link.
    */
-  async openRead(path: string, opts: { signal?: AbortSignal; count?: boolean } = {}) {
-    this.requireDownloads();
+  async openRead(path: string, opts: { signal?: AbortSignal; count?: boolean; preview?: boolean } = {}) {
+    // A preview link's previews were paid for when it was opened; on a download link a preview
+    // is a download.
+    const counted = opts.count !== false && !(opts.preview && this.row.kind === 'preview');
+    if (!opts.preview) this.requireDownloads();
+    else if (this.row.kind === 'upload')
+      throw new GatewayError('not-authorized/read-permission-required', 'This link only accepts uploads');
     const site = this.site(normalizeFilePath(path));
-    if (opts.count !== false) this.requireUsesLeft();
+    if (counted) this.requireUsesLeft();
     const d = await this.guard(() => this.session.openRead(site, opts.signal ? { signal: opts.signal } : {}));
-    if (opts.count !== false) {
+    if (counted) {
       try {
         // The file's own `read` Action is recorded by openRead.
         await this.use('Downloaded', site, false);

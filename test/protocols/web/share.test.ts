@@ -19,6 +19,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { launchChromium } from '../../helpers/chromium.ts';
 import { api, must, startGateway, stopChild, type ApiTarget, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
+import { png } from '../../helpers/images.ts';
 
 const SCREENS = path.resolve('.tmp/web-screens');
 const PASSWORD = 'correct-horse-9';
@@ -83,6 +84,7 @@ interface Action {
     for (const f of ['proj', 'proj/docs', 'proj/docs/deep', 'proj/inbox'])
       await api(gw, 'POST', `/folders/${f}`);
     await put('proj/docs/readme.txt', Buffer.from('hello readme\n'));
+    await put('proj/docs/pic.png', png(48, 30, [20, 120, 200]));
     await put('proj/docs/deep/photo.bin', photo);
     await put('proj/notes.txt', Buffer.from('notes\n'));
     await user('sam', {
@@ -216,13 +218,29 @@ interface Action {
     expect(await page.getByRole('button', { name: 'Share links' }).count()).to.equal(0);
   });
 
-  it('a preview link shows names without downloads, and the server refuses a download', async () => {
-    const b = await share(sam, { paths: ['proj/docs'], kind: 'preview' });
+  it('a preview link shows text and images in place without downloads, and the server refuses a download', async () => {
+    const b = await share(sam, { paths: ['proj/docs'], kind: 'preview', max_uses: 2 });
     const { page } = await fresh(linkOf(b));
     await page.getByRole('heading', { name: 'Files shared for viewing' }).waitFor();
     await page.getByRole('button', { name: 'docs' }).click();
     await row(page, 'readme.txt').waitFor();
     expect(await page.getByRole('link').count()).to.equal(0);
+    // Text, as text; then an image drawn by the browser (its own width, not a broken icon).
+    await page.getByRole('button', { name: 'readme.txt' }).click();
+    const text = page.getByRole('dialog', { name: 'Preview of readme.txt' });
+    expect((await text.getByLabel('Text of readme.txt').textContent())?.trim()).to.equal('hello readme');
+    expect(await text.getByRole('button', { name: 'Download' }).count()).to.equal(0);
+    await page.keyboard.press('Escape');
+    await page.getByRole('button', { name: 'pic.png' }).click();
+    const img = page
+      .getByRole('dialog', { name: 'Preview of pic.png' })
+      .getByRole('img', { name: 'pic.png' });
+    await img.waitFor();
+    await img.evaluate((el) => (el as unknown as { decode(): Promise<void> }).decode());
+    expect(await img.evaluate((el) => (el as unknown as { naturalWidth: number }).naturalWidth)).to.equal(48);
+    await page.screenshot({ path: path.join(SCREENS, 'share-preview-image.png') });
+    // The opening was the one use: previews spend no more.
+    expect((await api<{ uses: number }>(sam, 'GET', `/bundles/${b.id}`)).uses).to.equal(1);
     const r = await page.request.get(`${linkOf(b)}/files/docs/readme.txt`);
     expect(r.status()).to.equal(422);
     expect(((await r.json()) as { type: string }).type).to.equal(
