@@ -21,6 +21,7 @@ import { Readable } from 'node:stream';
 import type Koa from 'koa';
 import { GatewayError, GRANT_TTL_S, type BundleVisit, type Core } from '../../src/core/index.ts';
 import { PREVIEW_TEXT_BYTES, previewType } from '../shared/preview.ts';
+import { decodePath, pageParams } from '../shared/url-params.ts';
 import { streamZip } from '../shared/zip.ts';
 
 /** BUNDLE_COOKIE names the cookie an accepted password sets, scoped to its link's path. */
@@ -44,36 +45,6 @@ async function* firstBytes(source: AsyncIterable<Buffer>, limit: number): AsyncG
     // Leaving the loop destroys the source: the rest is never read.
     if (left <= 0) return;
   }
-}
-
-/** decodePath decodes a path after the route, segment by segment (no encoded separators). */
-function decodePath(raw: string): string {
-  if (/%2f|%5c/i.test(raw))
-    throw new GatewayError('bad-request/invalid-path', 'Encoded slashes are not allowed in paths');
-  try {
-    return raw
-      .split('/')
-      .map((s) => decodeURIComponent(s))
-      .join('/');
-  } catch {
-    throw new GatewayError('bad-request/invalid-path', 'The path is not valid percent-encoded UTF-8');
-  }
-}
-
-function pageParams(q: Record<string, unknown>): { offset: number; limit: number } {
-  const int = (v: unknown, dflt: number, max: number, name: string) => {
-    if (v === undefined || v === '') return dflt;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1 || n > max)
-      throw new GatewayError(
-        'bad-request/request-params-invalid',
-        `${name} must be an integer from 1 to ${max}`,
-      );
-    return n;
-  };
-  const perPage = int(q.per_page, 1000, 5000, 'per_page');
-  const page = int(q.page, 1, Number.MAX_SAFE_INTEGER, 'page');
-  return { offset: (page - 1) * perPage, limit: perPage };
 }
 
 /**

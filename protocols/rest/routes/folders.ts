@@ -2,23 +2,11 @@
 import { GatewayError, type Core } from '../../../src/core/index.ts';
 import { principal, query, send, sendEmpty, type RestContext, type RestRouter } from '../http.ts';
 import { urlPath } from '../paths.ts';
+import { pageParams } from '../../shared/url-params.ts';
 
 const sortKeys = { path: 'path', size: 'size', modified_at_datetime: 'mtime' } as const;
 
 function listOptions(q: Record<string, unknown>) {
-  const int = (name: string, dflt: number, max: number) => {
-    const v = q[name];
-    if (v === undefined || v === '') return dflt;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1 || n > max)
-      throw new GatewayError(
-        'bad-request/request-params-invalid',
-        `${name} must be an integer from 1 to ${max}`,
-      );
-    return n;
-  };
-  const perPage = int('per_page', 1000, 5000);
-  const page = int('page', 1, Number.MAX_SAFE_INTEGER);
   let sort: 'path' | 'size' | 'mtime' = 'path';
   let direction: 'asc' | 'desc' = 'asc';
   const sortBy = q.sort_by;
@@ -35,7 +23,7 @@ function listOptions(q: Record<string, unknown>) {
     direction = dir;
   }
   const search = typeof q.search === 'string' && q.search !== '' ? q.search : undefined;
-  return { sort, direction, search, offset: (page - 1) * perPage, limit: perPage };
+  return { sort, direction, search, ...pageParams(q) };
 }
 
 /** folderRoutes registers /folders. */
