@@ -89,7 +89,7 @@ function contentSecurityPolicy(core: Core): string {
 }
 
 /** userView is what the page needs to know about who is signed in, and when an idle session ends. */
-function userView(u: User, csrf: string, idleMinutes: number) {
+function userView(u: User, csrf: string, idleMinutes: number, adminFolders: string[]) {
   return {
     csrf,
     idle_timeout_seconds: Math.round(idleMinutes * 60),
@@ -102,6 +102,8 @@ function userView(u: User, csrf: string, idleMinutes: number) {
       site_admin: u.site_admin,
       attachments_permission: u.attachments_permission,
       user_root: u.user_root,
+      /** where the admin pages apply: [''] for a site admin, a Folder Admin's folders, or none */
+      admin_folders: adminFolders,
     },
   };
 }
@@ -197,14 +199,17 @@ export function webPages(core: Core): Koa.Middleware {
       return;
     }
     if (ctx.path !== '/web/session') return next();
-    ctx.set('Cache-Control', 'no-store');
-    if (method === 'GET') {
-      const { id, principal } = await session(ctx);
-      ctx.body = userView(
+    const me = async (principal: Principal, id: string) =>
+      userView(
         await core.users.get(principal, principal.user!.id),
         csrfToken(id),
         core.config.sessions.idle_timeout_minutes,
+        await core.permissions.adminFolders(principal),
       );
+    ctx.set('Cache-Control', 'no-store');
+    if (method === 'GET') {
+      const { id, principal } = await session(ctx);
+      ctx.body = await me(principal, id);
       return;
     }
     if (method === 'POST') {
@@ -217,11 +222,7 @@ export function webPages(core: Core): Koa.Middleware {
         password: typeof fields.password === 'string' ? fields.password : '',
       });
       ctx.cookies.set(WEB_COOKIE, id, WEB_COOKIE_OPTIONS);
-      ctx.body = userView(
-        await core.users.get(principal, principal.user!.id),
-        csrfToken(id),
-        core.config.sessions.idle_timeout_minutes,
-      );
+      ctx.body = await me(principal, id);
       return;
     }
     if (method === 'DELETE') {

@@ -21,6 +21,8 @@ export interface Me {
     attachments_permission?: boolean;
     /** where the browser opens (site path, '' for the root) */
     user_root: string;
+    /** where the admin pages apply: [''] for a site admin, a Folder Admin's folders, [] for others */
+    admin_folders: string[];
   };
 }
 

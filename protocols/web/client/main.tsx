@@ -8,13 +8,25 @@ import { BundlePage } from './bundle.tsx';
 import { ShareLinks } from './share.tsx';
 import { Field } from './field.tsx';
 import { useIdleSignOut } from './idle.ts';
+import { visibleAdminPages, type AdminPageId } from './admin/pages.ts';
 import './style.css';
+import './admin/admin.css';
 
 const VIEWS = [
   ['files', 'Files'],
   ['shares', 'Share links'],
   ['account', 'Account'],
 ] as const;
+type View = (typeof VIEWS)[number][0] | AdminPageId;
+type AdminModule = typeof import('./admin/index.tsx');
+
+/** viewOf reads the page's address (#users, #account); an unknown one is the file browser. */
+function viewOf(hash: string, me: Me): View {
+  const id = hash.replace(/^#/, '');
+  if (VIEWS.some(([v]) => v === id)) return id as View;
+  if (visibleAdminPages(me).some((p) => p.id === id)) return id as AdminPageId;
+  return 'files';
+}
 
 function SignIn(props: { notice: string; onSignedIn: (me: Me) => void }) {
   const [username, setUsername] = useState('');
@@ -77,7 +89,13 @@ function SignIn(props: { notice: string; onSignedIn: (me: Me) => void }) {
 function App() {
   const [me, setMe] = useState<Me | null | undefined>(undefined);
   const [notice, setNotice] = useState('');
-  const [view, setView] = useState<(typeof VIEWS)[number][0]>('files');
+  const [hash, setHash] = useState(location.hash);
+  const [admin, setAdmin] = useState<AdminModule | null>(null);
+  useEffect(() => {
+    const changed = () => setHash(location.hash);
+    addEventListener('hashchange', changed);
+    return () => removeEventListener('hashchange', changed);
+  }, []);
   const signedIn = (m: Me) => {
     setSession(m.csrf, (message) => {
       setNotice(message);
@@ -98,6 +116,18 @@ function App() {
   if (me === undefined) return <p class="loading">Loading…</p>;
   if (me === null) return <SignIn notice={notice} onSignedIn={signedIn} />;
   const canShare = Boolean(me.user.attachments_permission || me.user.site_admin);
+  const view = viewOf(hash, me);
+  const adminPages = visibleAdminPages(me);
+  const isAdminView = !VIEWS.some(([v]) => v === view);
+  if (isAdminView && !admin) {
+    import('./admin/index.tsx')
+      .then(setAdmin)
+      .catch(() => setNotice('The admin pages could not be loaded. Reload the page.'));
+  }
+  const go = (v: View) => {
+    location.hash = v === 'files' ? '' : v;
+    setHash(location.hash);
+  };
   const signOut = async () => {
     await request('DELETE', '/web/session').catch(() => {});
     setNotice('You have signed out.');
@@ -114,18 +144,39 @@ function App() {
               type="button"
               class="link"
               aria-current={view === v ? 'page' : undefined}
-              onClick={() => setView(v)}
+              onClick={() => go(v)}
             >
               {label}
             </button>
           ))}
         </nav>
+        {adminPages.length > 0 && (
+          <nav aria-label="Administration" class="admin-nav">
+            {adminPages.map((p) => (
+              <button
+                key={p.id}
+                type="button"
+                class="link"
+                aria-current={view === p.id ? 'page' : undefined}
+                onClick={() => go(p.id)}
+              >
+                {p.label}
+              </button>
+            ))}
+          </nav>
+        )}
         <span class="who">{me.user.name || me.user.username}</span>
         <button type="button" onClick={signOut}>
           Sign out
         </button>
       </header>
-      {view === 'files' ? (
+      {isAdminView ? (
+        admin ? (
+          <admin.AdminPage id={view as AdminPageId} me={me} />
+        ) : (
+          <p class="loading">Loading…</p>
+        )
+      ) : view === 'files' ? (
         <Browser
           home={me.user.user_root ?? ''}
           userId={me.user.id}

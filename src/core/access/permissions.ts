@@ -94,6 +94,28 @@ export class Permissions {
     return this.ctx.paginator.page(w, rows);
   }
 
+  /**
+   * adminFolders lists the folders where the principal is a Folder Admin (`admin` level, their own
+   * or a group's), outermost first, for the web interface's admin pages; '' means the whole site.
+   */
+  async adminFolders(p: Principal): Promise<string[]> {
+    if (isSiteAdmin(p)) return [''];
+    if (!p.user) return [];
+    const me = p.user.id;
+    const paths = await this.ctx.db.read(async (em) => {
+      const groups = await groupIdsOf(em, me);
+      const rows = await em.find(PermissionEntity, {
+        where: [
+          { permission: 'admin', user_id: me },
+          ...(groups.length ? [{ permission: 'admin' as const, group_id: In(groups) }] : []),
+        ],
+      });
+      return [...new Set(rows.map((r) => r.path))].sort();
+    });
+    // A folder inside another listed one adds nothing.
+    return paths.filter((path) => !paths.some((o) => o !== path && (o === '' || path.startsWith(`${o}/`))));
+  }
+
   /** create grants a level to a user (by id or username) or a group, never both. */
   async create(p: Principal, input: unknown): Promise<Permission> {
     requireFullKey(p);

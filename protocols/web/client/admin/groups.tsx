@@ -1,0 +1,10 @@
+/** The Groups admin page (issue 15). Not built yet: this placeholder only names the page. */
+import type { Me } from '../api.ts';
+
+export function GroupsPage(_props: { me: Me }) {
+  return (
+    <main class="admin">
+      <h1>Groups</h1>
+    </main>
+  );
+}

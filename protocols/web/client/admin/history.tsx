@@ -1,0 +1,10 @@
+/** The History admin page (issue 15). Not built yet: this placeholder only names the page. */
+import type { Me } from '../api.ts';
+
+export function HistoryPage(_props: { me: Me }) {
+  return (
+    <main class="admin">
+      <h1>History</h1>
+    </main>
+  );
+}
