@@ -55,6 +55,8 @@ export class Database {
     readonly source: DataSource,
     readonly kind: DatabaseKind,
     private readonly log: Logger | null,
+    /** storage.durability: whether a commit waits for the disk */
+    private readonly durability: 'fsync' | 'os',
   ) {}
 
   /** open connects to the database the settings name; it does not migrate. */
@@ -102,7 +104,7 @@ export class Database {
     } catch (err) {
       throw new ConfigError(cannotOpen(config, err));
     }
-    return new Database(source, kind, log ?? null);
+    return new Database(source, kind, log ?? null, config.storage.durability);
   }
 
   /** migrate applies every pending migration and returns the names it applied. */
@@ -118,14 +120,29 @@ export class Database {
     return this.serialized('read', () => this.source.showMigrations());
   }
 
-  /** work runs fn as one transaction; on SQLite no other read or unit of work runs meanwhile. */
-  work<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+  /**
+   * work runs fn as one transaction; on SQLite no other read or unit of work runs meanwhile.
+   * `durable: false` lets the commit return before it is on disk, for rows that only matter
+   * together with a later durable commit (a new blob's record, which its upload's commit settles):
+   * the later commit's sync carries it (SQLite's WAL is synced in order; PostgreSQL's WAL flush
+   * covers every earlier record), so an upload costs one sync of the database, not two.
+   */
+  work<T>(fn: (em: EntityManager) => Promise<T>, opts: { durable?: boolean } = {}): Promise<T> {
+    const lazy = opts.durable === false && this.durability === 'fsync';
     return this.serialized('work', async () => {
       let tx: EntityManager | undefined;
-      const result = await this.source.transaction((em) => {
-        tx = em;
-        return fn(em);
-      });
+      // SQLite: the synchronous level is the connection's; this unit of work has it alone.
+      if (lazy && this.kind === 'sqlite') await this.source.query('PRAGMA synchronous = NORMAL');
+      let result: T;
+      try {
+        result = await this.source.transaction(async (em) => {
+          tx = em;
+          if (lazy && this.kind === 'postgres') await em.query('SET LOCAL synchronous_commit TO OFF');
+          return fn(em);
+        });
+      } finally {
+        if (lazy && this.kind === 'sqlite') await this.source.query('PRAGMA synchronous = FULL');
+      }
       const hooks = tx && committed.get(tx);
       if (hooks) {
         committed.delete(tx!);

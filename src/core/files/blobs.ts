@@ -244,10 +244,15 @@ export class Blobs {
    */
   async create(): Promise<NewBlob> {
     const id = newBlobId();
-    return this.ctx.db.work(async (em) => {
-      await em.insert(BlobGarbageEntity, { blob_id: id, since: new Date() });
-      return this.insertLease(em, id);
-    });
+    // Not synced on its own: the upload's commit, which settles it, syncs it. A power loss before
+    // that commit may forget the record and leave the blob's file unreferenced (space, not data).
+    return this.ctx.db.work(
+      async (em) => {
+        await em.insert(BlobGarbageEntity, { blob_id: id, since: new Date() });
+        return this.insertLease(em, id);
+      },
+      { durable: false },
+    );
   }
 
   /** settle, in the unit of work that makes a row refer to the new blob, takes its pending mark and lease away. */

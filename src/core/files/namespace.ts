@@ -7,7 +7,7 @@
  * case-sensitive on SQLite and PostgreSQL alike (LIKE is case-insensitive on SQLite, and a range
  * on `path` would depend on PostgreSQL's collation).
  */
-import type { EntityManager, SelectQueryBuilder } from 'typeorm';
+import { In, type EntityManager, type SelectQueryBuilder } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, baseName, parentOf } from '../paths.ts';
@@ -76,6 +76,16 @@ export async function getRow(em: EntityManager, path: string): Promise<FileRow |
   return em.findOneBy(FileEntity, { path });
 }
 
+/** getRows finds the rows of several site paths in one query ('' is the root); a missing path has none. */
+export async function getRows(em: EntityManager, paths: readonly string[]): Promise<Map<string, FileRow>> {
+  const out = new Map<string, FileRow>();
+  const wanted = paths.filter((p) => p !== '');
+  if (paths.includes('')) out.set('', ROOT);
+  if (wanted.length)
+    for (const row of await em.findBy(FileEntity, { path: In(wanted) })) out.set(row.path, row);
+  return out;
+}
+
 /** requireFolder returns the folder row of `path`, or throws folder-not-found / folder-must-not-be-a-file. */
 export async function requireFolder(
   em: EntityManager,
@@ -83,7 +93,16 @@ export async function requireFolder(
   missing: GatewayError['type'] = 'not-found/folder-not-found',
   show: (sitePath: string) => string = (p) => p,
 ): Promise<FileRow> {
-  const row = await getRow(em, path);
+  return mustBeFolder(await getRow(em, path), path, missing, show);
+}
+
+/** mustBeFolder is requireFolder's verdict on a row already read (null: nothing at `path`). */
+export function mustBeFolder(
+  row: FileRow | null,
+  path: string,
+  missing: GatewayError['type'] = 'not-found/folder-not-found',
+  show: (sitePath: string) => string = (p) => p,
+): FileRow {
   if (!row) throw new GatewayError(missing, `Folder /${show(path)} does not exist`);
   if (row.type !== 'directory') {
     throw new GatewayError('bad-request/folder-must-not-be-a-file', `/${show(path)} is a file, not a folder`);

@@ -26,7 +26,7 @@ import { baseName, parentOf } from '../paths.ts';
 import { isMultipartStore, type BlobStore, type MultipartBlobStore, type UploadedPart } from './blobstore.ts';
 import { markGarbage, type Blobs, type NewBlob } from './blobs.ts';
 import { requireUnlocked } from './locks.ts';
-import { getRow, requireFolder, toEntry, type Entry } from './namespace.ts';
+import { getRow, getRows, mustBeFolder, toEntry, type Entry } from './namespace.ts';
 import { dropPending, ownerOf, pendingAt, recordPending, type PendingVersionRow } from './pending.ts';
 import type { SessionScope } from './scope.ts';
 import { changeTree } from './tree.ts';
@@ -128,8 +128,15 @@ export class WriteHandle {
       throw new GatewayError('bad-request/invalid-path', 'The root folder is not a file');
     await requireCapability(em, scope.principal, 'write', site, show);
     await requireUnlocked(em, scope.principal, scope.lockTokens, site, { show });
-    await requireFolder(em, parentOf(site), 'processing-failure/destination-parent-does-not-exist', show);
-    const row = await getRow(em, site);
+    const parent = parentOf(site);
+    const rows = await getRows(em, [parent, site]);
+    mustBeFolder(
+      rows.get(parent) ?? null,
+      parent,
+      'processing-failure/destination-parent-does-not-exist',
+      show,
+    );
+    const row = rows.get(site) ?? null;
     if (row?.type === 'directory')
       throw new GatewayError('processing-failure/destination-exists', `/${show(site)} is a folder`);
     return row;

@@ -11,15 +11,46 @@ import { expect } from 'chai';
 import { dbKind, openTestCore } from '../../helpers/gateway.ts';
 import { dbOf } from '../../helpers/internals.ts';
 
-/** fsyncsForPuts runs `count` LocalBlobStore puts in a child under strace and counts its syncs. */
-function fsyncsForPuts(durability: 'fsync' | 'os', count: number): number {
+/**
+ * syncsUnderStrace runs the script `source(dir)` (a module in a temp dir) under strace and returns
+ * its sync calls, each line naming the descriptor's file (strace -y).
+ */
+function syncsUnderStrace(source: (dir: string) => string): string[] {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-durability-'));
   try {
-    const script = path.join(dir, 'put.mts');
-    const local = path.resolve('src/core/files/blobstores/local.ts');
-    writeFileSync(
-      script,
-      `import { Readable } from 'node:stream';
+    const script = path.join(dir, 'script.mts');
+    writeFileSync(script, source(dir));
+    const trace = path.join(dir, 'trace');
+    const run = spawnSync(
+      'strace',
+      [
+        '-f',
+        '-qq',
+        '-y',
+        '-e',
+        'trace=fsync,fdatasync,sync_file_range',
+        '-o',
+        trace,
+        process.execPath,
+      ].concat(['--import', 'tsx', script]),
+      { encoding: 'utf8', env: { ...process.env, SVC_TEST_DATABASE_URL: '' } },
+    );
+    if (run.error)
+      throw new Error(`strace is needed for this test (Debian package strace): ${run.error.message}`);
+    expect(run.status, run.stderr).to.equal(0);
+    return readFileSync(trace, 'utf8')
+      .split('\n')
+      .filter((line) => /\b(fsync|fdatasync|sync_file_range)\(/.test(line));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** fsyncsForPuts runs `count` LocalBlobStore puts in a child under strace and counts its syncs. */
+function fsyncsForPuts(durability: 'fsync' | 'os', count: number): number {
+  const local = path.resolve('src/core/files/blobstores/local.ts');
+  return syncsUnderStrace(
+    (dir) => `import { Readable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { LocalBlobStore } from ${JSON.stringify(local)};
 const store = new LocalBlobStore(${JSON.stringify(path.join(dir, 'blobs'))}, ${JSON.stringify(durability)});
@@ -27,33 +58,26 @@ for (let i = 0; i < ${count}; i++) {
   await store.put(randomBytes(16).toString('hex'), Readable.from([Buffer.alloc(4096, i)]));
 }
 `,
-    );
-    const trace = path.join(dir, 'trace');
-    const run = spawnSync(
-      'strace',
-      [
-        '-f',
-        '-qq',
-        '-e',
-        'trace=fsync,fdatasync,sync_file_range',
-        '-o',
-        trace,
-        process.execPath,
-        '--import',
-        'tsx',
-        script,
-      ],
-      { encoding: 'utf8' },
-    );
-    if (run.error)
-      throw new Error(`strace is needed for this test (Debian package strace): ${run.error.message}`);
-    expect(run.status, run.stderr).to.equal(0);
-    return readFileSync(trace, 'utf8')
-      .split('\n')
-      .filter((line) => /\b(fsync|fdatasync|sync_file_range)\(/.test(line)).length;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  ).length;
+}
+
+/**
+ * walSyncsForUploads writes `count` 4 KiB files through a SQLite core in a child under strace and
+ * counts the syncs of the database's WAL.
+ */
+function walSyncsForUploads(count: number): number {
+  const helpers = path.resolve('test/helpers/gateway.ts');
+  const core = path.resolve('src/core/index.ts');
+  return syncsUnderStrace(
+    () => `import { Readable } from 'node:stream';
+import { openTestCore } from ${JSON.stringify(helpers)};
+import { operatorPrincipal } from ${JSON.stringify(core)};
+const { core, close } = await openTestCore({ storage: { durability: 'fsync' } });
+const files = core.files.session(operatorPrincipal());
+for (let i = 0; i < ${count}; i++) await files.write('f' + i, Readable.from([Buffer.alloc(4096, i)]));
+await close();
+`,
+  ).filter((line) => /\(\d+<[^>]*-wal>/.test(line)).length;
 }
 
 describe(`storage.durability (${dbKind})`, () => {
@@ -82,6 +106,14 @@ describe(`storage.durability (${dbKind})`, () => {
       }
     });
   }
+
+  (dbKind === 'sqlite' ? it : it.skip)('fsync: an upload syncs the database once (SQLite)', function () {
+    this.timeout(120_000);
+    // The difference of two runs leaves out what starting and stopping the core sync.
+    const extra = walSyncsForUploads(15) - walSyncsForUploads(5);
+    // One commit per upload is synced; the new blob's record rides on it (Database.work durable:false).
+    expect(extra).to.equal(10);
+  });
 
   it('an unknown value is refused by name', async () => {
     let error: unknown;
