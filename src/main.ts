@@ -70,6 +70,7 @@ export async function startGateway(
     if (!config.public_url && ports.https !== undefined)
       config.public_url = `https://127.0.0.1:${ports.https}`;
     warnLoopbackPublicUrl(config, log);
+    core.site.listening(ports);
     log.info('ready', { ports, database: core.databaseKind, data_dir: config.data_dir });
     return {
       core,
