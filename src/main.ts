@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { createCore, type Core, type FrontEnd } from './core/index.ts';
 import { ConfigError, type Config } from './config.ts';
 import type { Logger } from './log.ts';
+import { bindsEverywhere, isLoopback, publicHost } from './core/site/checks.ts';
 import { loadTls } from './tls.ts';
 import { restFrontEnd } from '../protocols/rest/server.ts';
 import { webPages } from '../protocols/web/server.ts';
@@ -69,6 +70,7 @@ export async function startGateway(
     if (!config.public_url && ports.https !== undefined)
       config.public_url = `https://127.0.0.1:${ports.https}`;
     warnLoopbackPublicUrl(config, log);
+    core.site.listening(ports);
     log.info('ready', { ports, database: core.databaseKind, data_dir: config.data_dir });
     return {
       core,
@@ -121,15 +123,8 @@ function cannotListen(config: Config, name: string, port: number, err: unknown):
  * on this machine while the listeners take clients from anywhere.
  */
 export function warnLoopbackPublicUrl(config: Config, log: Logger): void {
-  const everywhere = config.bind === '0.0.0.0' || config.bind === '::';
-  let host = '';
-  try {
-    host = new URL(config.public_url).hostname.replace(/^\[|\]$/g, '');
-  } catch {
-    return;
-  }
-  const loopback = host === 'localhost' || host === '::1' || host.startsWith('127.');
-  if (everywhere && loopback) {
+  const host = publicHost(config);
+  if (host !== null && isLoopback(host) && bindsEverywhere(config)) {
     log.warn('public URL names a loopback address while the listeners bind every address', {
       public_url: config.public_url,
       fix: 'set SVC_PUBLIC_URL (public_url) to the address clients use, e.g. https://files.example.com:8443',

@@ -586,6 +586,18 @@ export const operations: Operation[] = [
     status: 200,
     response: { content: 'text/csv', description: 'The results' },
   },
+
+  {
+    method: 'get',
+    route: '/site',
+    tag: 'Site',
+    summary: 'What this gateway runs and what its operator should fix (site admins)',
+    description:
+      'An extension. Listeners with their bound ports, storage and database kinds, version, the instances seen, ' +
+      "and the problems `svc-gateway doctor` also reports (certificate, public URL, FTP passive address) plus a bootstrap admin's unchanged password.",
+    status: 200,
+    response: s.SiteStatus,
+  },
 ];
 
 /** toSchema renders a zod schema as JSON Schema 2020-12, OpenAPI 3.1's dialect. */

@@ -307,3 +307,56 @@ export const FileOperationResult = named(
   'An empty array (move, copy), an Upload (action=put) or the file entry (action=end)',
   z.union([EmptyList, Upload, Entry]),
 );
+
+/** SiteStatus is GET /site's answer (an extension): what this gateway runs and what to fix. */
+export const SiteStatus = named(
+  'SiteStatus',
+  'What this gateway runs (listeners, storage, database, version, instances) and the problems its operator should fix',
+  z.object({
+    version: z.string(),
+    database: z.enum(['sqlite', 'postgres']),
+    storage: z.object({
+      kind: z.enum(['local', 's3']),
+      bucket: z.string().nullable(),
+      endpoint: z.string().nullable(),
+    }),
+    bind: z.string(),
+    public_url: z.string(),
+    listeners: z.array(
+      z.object({
+        name: z.string(),
+        serves: z.string(),
+        enabled: z.boolean(),
+        port: z.number().int().nullable(),
+      }),
+    ),
+    ftp_passive_ports: z.string(),
+    ftp_passive_address: z.string(),
+    certificate: z
+      .object({
+        file: z.string(),
+        generated: z.boolean(),
+        valid_from: dateTime,
+        valid_until: dateTime,
+        names: z.string(),
+      })
+      .nullable(),
+    instances: z.array(
+      z.object({
+        host: z.string(),
+        pid: z.number().int(),
+        version: z.string(),
+        started_at: dateTime,
+        current: z.boolean(),
+      }),
+    ),
+    problems: z.array(
+      z.object({
+        check: z.string(),
+        severity: z.enum(['warn', 'fail']),
+        detail: z.string(),
+      }),
+    ),
+    checked_at: dateTime,
+  }),
+);

@@ -38,6 +38,7 @@ import { publicKeyRoutes } from './routes/public_keys.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
 import { zipRoutes } from './routes/zip.ts';
+import { siteRoutes } from './routes/site.ts';
 
 /** API_PREFIX is where SPEC's versioned API lives. */
 export const API_PREFIX = '/api/rest/v1';
@@ -57,6 +58,7 @@ function accountRoutes(router: RestRouter, core: Core): void {
   actionWebhookFailureRoutes(router, core);
   actionNotificationExportRoutes(router, core);
   billingRoutes(router, core);
+  siteRoutes(router, core);
 }
 
 /** referenceRoutes serves the API reference (OpenAPI 3.1, JSON) without credentials. */

@@ -32,6 +32,7 @@ import { Metrics } from './metrics.ts';
 import { Paginator } from './pagination.ts';
 import { Readiness, type ReadinessReport } from './readiness.ts';
 import type { Interface, Principal } from './principal.ts';
+import { Site } from './site/site.ts';
 
 export {
   GatewayError,
@@ -77,6 +78,7 @@ export {
 } from './bundles/bundles.ts';
 export type { Metrics } from './metrics.ts';
 export type { ReadinessReport } from './readiness.ts';
+export type { Instance, Listener, Problem, SiteReport } from './site/site.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {
@@ -123,6 +125,8 @@ export interface Core {
   authenticateApiKey(key: string, iface: Interface, ip: string): Promise<Principal>;
   /** close waits for queued database work and closes the database. */
   close(): Promise<void>;
+  /** site is what this gateway runs and what the operator should fix (GET /site, the Site admin page) */
+  readonly site: Site;
 }
 
 /** TlsMaterial is a PEM certificate chain and its private key (HTTPS, WebDAV, FTPS). */
@@ -246,6 +250,7 @@ export async function createCore(
       await files.stop();
       await db.close();
     },
+    site: new Site(ctx, db.kind),
   };
   keepInternals(core, { db, files });
   return core;

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { generate } from 'selfsigned';
+import { certificatePems } from '../helpers/certificates.ts';
 import { TEST_DATABASE_URL, dbKind } from '../helpers/gateway.ts';
 import { freshDatabase, type FreshDatabase } from '../helpers/database.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
@@ -29,18 +29,11 @@ async function certificate(
   from: Date,
   to: Date,
 ): Promise<{ cert: string; key: string }> {
-  const pems = await generate([{ name: 'commonName', value: host }], {
-    keyType: 'ec',
-    curve: 'P-256',
-    algorithm: 'sha256',
-    notBeforeDate: from,
-    notAfterDate: to,
-    extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: host }] }],
-  });
+  const pems = await certificatePems(host, from, to);
   const cert = path.join(dir, `${host}-${to.getTime()}.crt`);
   const key = path.join(dir, `${host}-${to.getTime()}.key`);
   writeFileSync(cert, pems.cert);
-  writeFileSync(key, pems.private);
+  writeFileSync(key, pems.key);
   return { cert, key };
 }
 

@@ -364,7 +364,8 @@ export class Users {
     for (const key of copied)
       if (data[key] !== undefined) (row as unknown as Record<string, unknown>)[key] = data[key];
     if (hash !== undefined) row.password_hash = hash;
-    row.updated_at = new Date();
+    // A new row keeps updated_at = created_at: "never changed since created" is then exact (site.ts).
+    row.updated_at = isNew ? row.created_at : new Date();
     try {
       await em.save(UserEntity, row);
     } catch (err) {

@@ -379,6 +379,7 @@ describe(`REST API reference (OpenAPI 3.1, ${dbKind})`, function () {
     await checked('get', `${API}/payments/302`, { headers: site });
     const printable = new URL(invoice.json.download_uri as string);
     expect((await checked('get', `${printable.pathname}${printable.search}`)).status).to.equal(200);
+    expect((await checked('get', `${API}/site`, { headers: site })).json.listeners).to.have.length(5);
 
     // Deletions, then logging out
     await checked('delete', `${API}/notifications/${note.json.id}`, { headers: site });
