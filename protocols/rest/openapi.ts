@@ -407,12 +407,14 @@ export const operations: Operation[] = [
         name: 'filter',
         description:
           'Fields user_id, folder, path, e.g. `filter[folder]=reports`; and, as extensions of SPEC, ' +
+          '`filter[username]` (a user by name, instead of user_id), ' +
           "`filter[interface]` (one of SPEC's Action interfaces: " +
           `${INTERFACE_NAMES.join(', ')}) and \`filter[action]\` (one of ${ACTION_NAMES.join(', ')})`,
         schema: {
           type: 'object',
           properties: {
             user_id: { type: 'integer' },
+            username: { type: 'string' },
             folder: { type: 'string' },
             path: { type: 'string' },
             interface: { type: 'string', enum: [...INTERFACE_NAMES] },

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
-import { ActionEntity, type ActionRow } from '../../db/entities.ts';
+import { ActionEntity, UserEntity, type ActionRow } from '../../db/entities.ts';
 import { requireFullKey, requireSiteAdmin } from '../access/guards.ts';
 import { rightsOn } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
@@ -52,8 +52,8 @@ type SortDirection = 'asc' | 'desc';
 
 const SORT_FIELDS: readonly SortField[] = ['user_id', 'created_at'];
 const SORT_FIELDS_ALL: readonly SortField[] = ['path', 'folder', 'user_id', 'created_at'];
-// interface and action are extensions of SPEC's filter fields (the web admin's History page).
-const FILTER_FIELDS = ['user_id', 'folder', 'path', 'interface', 'action'] as const;
+// interface, action and username are extensions of SPEC's filter fields (the web admin's History page).
+const FILTER_FIELDS = ['user_id', 'folder', 'path', 'interface', 'action', 'username'] as const;
 
 /**
  * ACTION_NAMES are the values filter[action] takes: SPEC's Action `action` values, then those the
@@ -207,13 +207,14 @@ export class History {
    * all lists every action, for site admins and site-wide keys, narrowed by `filter` (exact
    * user_id; exact path; folder: actions directly in that folder, `/` for the top level) and
    * `filter_prefix` (path starts with the text given, case-sensitive). Extensions: filter[interface]
-   * and filter[action], one of SPEC's values each.
+   * and filter[action], one of SPEC's values each, and filter[username] (a user by name, for
+   * filter[user_id]).
    */
   async all(p: Principal, q: HistoryQuery): Promise<Page<Action>> {
     requireSiteAdmin(p);
     const filter = parseFilter(q.filter, 'filter', FILTER_FIELDS);
     const prefixFilter = parseFilter(q.filter_prefix, 'filter_prefix', FILTER_PREFIX_FIELDS);
-    const userId = filterUserId(filter.user_id);
+    const userId = await this.filterUser(filter.user_id, filter.username);
     const path = filterPath(filter.path, 'filter[path]');
     const folder = filterPath(filter.folder, 'filter[folder]');
     const prefix = filterPrefix(prefixFilter.path);
@@ -251,6 +252,31 @@ export class History {
         }
       },
     });
+  }
+
+  /**
+   * filterUser reads filter[user_id], or filter[username] looked up (its index is unique) so that
+   * the (user_id, when, id) index serves it; an unknown name is refused in words.
+   */
+  private async filterUser(rawId: unknown, rawName: unknown): Promise<number | null> {
+    const id = filterUserId(rawId);
+    if (rawName === undefined || rawName === '') return id;
+    if (typeof rawName !== 'string' || rawName.trim() === '')
+      throw new GatewayError('bad-request/invalid-filter-param-value', 'filter[username] must be a username');
+    if (id !== null)
+      throw new GatewayError(
+        'bad-request/invalid-filter-combination',
+        'Give filter[user_id] or filter[username], not both',
+      );
+    const user = await this.ctx.db.read((em) =>
+      em.findOneBy(UserEntity, { username_key: rawName.trim().toLowerCase() }),
+    );
+    if (!user)
+      throw new GatewayError(
+        'bad-request/invalid-filter-param-value',
+        `filter[username]: there is no user ${rawName.trim()}`,
+      );
+    return user.id;
   }
 
   /**

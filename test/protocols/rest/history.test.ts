@@ -565,6 +565,22 @@ describe('REST history', () => {
       );
     });
 
+    it('filter[username] is filter[user_id] by name; an unknown name is refused in words', async () => {
+      const byName = idsOf(
+        await list(`/history?filter[username]=${bob.username.toUpperCase()}&per_page=1000`),
+      );
+      expect(byName).to.have.members(idsOf(await list(`/history?filter[user_id]=${bob.id}&per_page=1000`)));
+      expect(byName).to.include(overSftp[1]);
+      const nobody = await get('/history?filter[username]=no-such-user-here');
+      expectError(nobody, 400, 'bad-request/invalid-filter-param-value');
+      expect(JSON.stringify(nobody.json)).to.include('there is no user no-such-user-here');
+      expectError(
+        await get(`/history?filter[username]=${bob.username}&filter[user_id]=${bob.id}`),
+        400,
+        'bad-request/invalid-filter-combination',
+      );
+    });
+
     it("refuses values outside SPEC's lists, in words", async () => {
       const bad = await get('/history?filter[interface]=gopher');
       expectError(bad, 400, 'bad-request/invalid-filter-param-value');
