@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
+import { ACTION_NAMES } from '../../config.ts';
 import { ActionEntity, UserEntity, type ActionRow } from '../../db/entities.ts';
 import { requireFullKey, requireSiteAdmin } from '../access/guards.ts';
 import { rightsOn } from '../access/rights.ts';
@@ -56,38 +57,14 @@ const SORT_FIELDS_ALL: readonly SortField[] = ['path', 'folder', 'user_id', 'cre
 const FILTER_FIELDS = ['user_id', 'folder', 'path', 'interface', 'action', 'username'] as const;
 
 /**
- * ACTION_NAMES are the values filter[action] takes: SPEC's Action `action` values, then those the
- * gateway records beyond them (public keys, share links).
+ * ACTION_NAMES are the values filter[action] takes: SPEC's Action `action` values and those the
+ * gateway records beyond them (public keys, share links), the names a webhook filters on.
  */
-export const ACTION_NAMES = [
-  'create',
-  'read',
-  'update',
-  'destroy',
-  'move',
-  'login',
-  'failedlogin',
-  'copy',
-  'user_create',
-  'user_update',
-  'user_destroy',
-  'group_create',
-  'group_update',
-  'group_destroy',
-  'permission_create',
-  'permission_destroy',
-  'api_key_create',
-  'api_key_update',
-  'api_key_destroy',
-  'public_key_create',
-  'public_key_destroy',
-  'bundle_create',
-  'bundle_update',
-  'bundle_destroy',
-] as const satisfies readonly ActionName[];
-// Every action the gateway records can be filtered on: a name missing above fails to compile.
+export { ACTION_NAMES };
+// The list and the names the gateway records are the same: a name on one side only fails to compile.
 const everyAction: Record<Exclude<ActionName, (typeof ACTION_NAMES)[number]>, never> = {};
-void everyAction;
+const onlyActions: readonly ActionName[] = ACTION_NAMES;
+void [everyAction, onlyActions];
 
 /** INTERFACE_NAMES are SPEC's Action `interface` values, the values filter[interface] takes. */
 export const INTERFACE_NAMES = [
