@@ -251,7 +251,7 @@ export class History {
     if (!user)
       throw new GatewayError(
         'bad-request/invalid-filter-param-value',
-        `filter[username]: there is no user ${rawName.trim()}`,
+        `There is no user named ${rawName.trim()} (filter[username])`,
       );
     return user.id;
   }

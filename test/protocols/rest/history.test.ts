@@ -573,7 +573,7 @@ describe('REST history', () => {
       expect(byName).to.include(overSftp[1]);
       const nobody = await get('/history?filter[username]=no-such-user-here');
       expectError(nobody, 400, 'bad-request/invalid-filter-param-value');
-      expect(JSON.stringify(nobody.json)).to.include('there is no user no-such-user-here');
+      expect(JSON.stringify(nobody.json)).to.include('There is no user named no-such-user-here');
       expectError(
         await get(`/history?filter[username]=${bob.username}&filter[user_id]=${bob.id}`),
         400,

@@ -54,6 +54,9 @@ const PASSWORD = 'correct-horse-9';
         user_root: 'inbox/',
         grant_permission: 'full',
       });
+      // fran is a Folder Admin of inbox only.
+      await api(gw, 'POST', '/users', { username: 'fran', password: PASSWORD });
+      await api(gw, 'POST', '/permissions', { path: 'inbox', permission: 'admin', username: 'fran' });
       // An action over the REST API (the site-wide key), outside the webhook's folder.
       await api(gw, 'POST', '/folders/rest-made');
       // And one over SFTP with OpenSSH's client, into the webhook's folder.
@@ -77,8 +80,8 @@ const PASSWORD = 'correct-horse-9';
       for (const c of contexts.splice(0)) await c.close();
     });
 
-    /** admin signs boss in and opens an admin page from the Administration nav. */
-    async function admin(pageName: string): Promise<Page> {
+    /** admin signs `username` (boss: a site admin) in and opens an admin page from the Administration nav. */
+    async function admin(pageName: string, username = 'boss'): Promise<Page> {
       const context = await browser.newContext({
         ignoreHTTPSErrors: true,
         acceptDownloads: true,
@@ -87,7 +90,7 @@ const PASSWORD = 'correct-horse-9';
       contexts.push(context);
       const page = await context.newPage();
       await page.goto(`${base}/`);
-      await page.getByLabel('Username').fill('boss');
+      await page.getByLabel('Username').fill(username);
       await page.getByLabel('Password').fill(PASSWORD);
       await page.getByRole('button', { name: 'Sign in' }).click();
       await page
@@ -136,7 +139,9 @@ const PASSWORD = 'correct-horse-9';
       // A refusal of the server is shown in words.
       await page.getByLabel('User', { exact: true }).fill('nobody-by-that-name');
       await page.getByRole('button', { name: 'Apply filters' }).click();
-      expect(await page.getByRole('alert').textContent()).to.include('there is no user nobody-by-that-name');
+      expect(await page.getByRole('alert').textContent()).to.include(
+        'There is no user named nobody-by-that-name',
+      );
     });
 
     it('exports the delivery log, downloads the CSV, and retries a failed delivery that then arrives', async () => {
@@ -212,6 +217,31 @@ const PASSWORD = 'correct-horse-9';
       await page.getByRole('button', { name: 'Remove notification of sally on /inbox' }).click();
       await page.getByText('No notifications yet.').waitFor();
       expect(await api(gw, 'GET', '/notifications')).to.deep.equal([]);
+    });
+
+    it("a Folder Admin reads their folder's history and exports its deliveries, without the site's filters or retry", async () => {
+      const page = await admin('History', 'fran');
+      const nav = page.getByRole('navigation', { name: 'Administration' });
+      expect(await nav.getByRole('button').allTextContents()).to.deep.equal([
+        'Permissions',
+        'History',
+        'Webhooks',
+      ]);
+      expect(await page.getByLabel('Folder').locator('option').allTextContents()).to.deep.equal(['/inbox']);
+      expect(await page.getByLabel('Interface').count()).to.equal(0);
+      const actions = page.getByRole('table', { name: 'Actions' });
+      await actions.getByRole('cell', { name: '/inbox/sftp-made.txt' }).waitFor();
+      const rows = await cells(page, 'Actions');
+      expect(rows.map((r) => r[3]).every((p) => p.startsWith('/inbox'))).to.equal(true);
+
+      await nav.getByRole('button', { name: 'Webhooks' }).click();
+      expect(await page.getByLabel('Folder').locator('option').allTextContents()).to.deep.equal(['/inbox']);
+      await page.getByRole('button', { name: 'Export' }).click();
+      const deliveries = page.getByRole('table', { name: 'Deliveries' });
+      await deliveries.getByRole('cell', { name: /^Failed: HTTP 500/ }).waitFor();
+      expect((await cells(page, 'Deliveries')).map((r) => r[1])).to.include('/inbox/sftp-made.txt');
+      // Retrying is for site admins (SPEC): the page offers no Retry.
+      expect(await page.getByRole('button', { name: /Retry/ }).count()).to.equal(0);
     });
   },
 );

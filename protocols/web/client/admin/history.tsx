@@ -170,7 +170,7 @@ export function HistoryPage(props: { me: Me }) {
           </tr>
         </thead>
         <tbody>
-          {list.rows.map((a) => (
+          {(list.error ? [] : list.rows).map((a) => (
             <tr key={a.id}>
               <td>
                 <time dateTime={a.when}>{dateFormat.format(new Date(a.when))}</time>

@@ -84,7 +84,7 @@ export function NotificationsPage(_props: { me: Me }) {
           </tr>
         </thead>
         <tbody>
-          {list.rows.map((n) => (
+          {(list.error ? [] : list.rows).map((n) => (
             <tr key={n.id}>
               <td>{n.username}</td>
               <td class="path">/{n.path}</td>

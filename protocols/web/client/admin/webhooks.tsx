@@ -212,7 +212,7 @@ export function WebhooksPage(props: { me: Me }) {
               </tr>
             </thead>
             <tbody>
-              {results.rows.map((d) => (
+              {(results.error ? [] : results.rows).map((d) => (
                 <tr key={d.id}>
                   <td>
                     <time dateTime={new Date(d.created_at * 1000).toISOString()}>
