@@ -58,8 +58,9 @@ const positiveInt = z.coerce.number().int().positive();
 const nonNegativeInt = z.coerce.number().int().min(0);
 
 // One outgoing webhook (issue 7): where to send file Actions, which ones, and how to sign them.
-// SPEC's Action names a webhook may filter on; a misspelt one would silently never match.
-const ACTION_NAMES = [
+// SPEC's Action names a webhook may filter on; a misspelt one would silently never match. GET
+// /history's filter[action] takes the same names (core/actions/history.ts).
+export const ACTION_NAMES = [
   'create',
   'read',
   'update',

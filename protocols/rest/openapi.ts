@@ -10,7 +10,12 @@
  * by hand) and its response schema (registered in schemas.ts).
  */
 import { z } from 'zod';
-import { requestSchemas, type RequestSchemaName } from '../../src/core/index.ts';
+import {
+  ACTION_NAMES,
+  INTERFACE_NAMES,
+  requestSchemas,
+  type RequestSchemaName,
+} from '../../src/core/index.ts';
 import * as s from './schemas.ts';
 
 type JsonSchema = Record<string, unknown>;
@@ -400,8 +405,22 @@ export const operations: Operation[] = [
       ...historyParams,
       {
         name: 'filter',
-        description: 'Fields user_id, folder, path, e.g. `filter[folder]=reports`',
-        schema: { type: 'object' },
+        description:
+          'Fields user_id, folder, path, e.g. `filter[folder]=reports`; and, as extensions of SPEC, ' +
+          '`filter[username]` (a user by name, instead of user_id), ' +
+          "`filter[interface]` (one of SPEC's Action interfaces: " +
+          `${INTERFACE_NAMES.join(', ')}) and \`filter[action]\` (one of ${ACTION_NAMES.join(', ')})`,
+        schema: {
+          type: 'object',
+          properties: {
+            user_id: { type: 'integer' },
+            username: { type: 'string' },
+            folder: { type: 'string' },
+            path: { type: 'string' },
+            interface: { type: 'string', enum: [...INTERFACE_NAMES] },
+            action: { type: 'string', enum: [...ACTION_NAMES] },
+          },
+        },
       },
       {
         name: 'filter_prefix',
@@ -419,6 +438,9 @@ export const operations: Operation[] = [
     route: '/action_webhook_failures/:id/retry',
     tag: 'Webhooks',
     summary: 'Retry a failed webhook delivery',
+    description:
+      'The id is a delivery record of `/action_notification_export_results` (its `id`) whose ' +
+      '`success` is false: the delivery it belongs to is sent once more, now.',
     status: 204,
     response: null,
   },

@@ -255,3 +255,6 @@ export async function createCore(
   keepInternals(core, { db, files });
   return core;
 }
+
+/** The values filter[action] and filter[interface] take on GET /history (web admin History page). */
+export { ACTION_NAMES, INTERFACE_NAMES } from './actions/history.ts';

@@ -498,10 +498,112 @@ describe('REST history', () => {
     it('combines filters and refuses unknown fields', async () => {
       const both = idsOf(await list(`/history?filter[user_id]=${alice.id}&filter_prefix[path]=projects/`));
       expect(both).to.have.members([ids.reportCreate, ids.deep]);
-      expectError(await get('/history?filter[action]=login'), 400, 'bad-request/invalid-filter-field');
+      expectError(await get('/history?filter[ip]=127.0.0.1'), 400, 'bad-request/invalid-filter-field');
       expectError(await get('/history?filter_prefix[folder]=a'), 400, 'bad-request/invalid-filter-field');
       expectError(await get('/history?filter[user_id]=bob'), 400, 'bad-request/invalid-filter-param-value');
       expectError(await get('/history?filter=projects'), 400, 'bad-request/invalid-filter-param');
+    });
+  });
+
+  describe('filter[interface] and filter[action] on /history (extensions)', () => {
+    let overSftp: number[];
+    let overFtp: number;
+    before(async () => {
+      overSftp = [
+        await fileAction(alice, { action: 'create', path: 'iface/a.txt', interface: 'sftp' }),
+        await fileAction(bob, { action: 'update', path: 'iface/a.txt', interface: 'sftp' }),
+        await fileAction(alice, { action: 'destroy', path: 'iface/b.txt', interface: 'sftp' }),
+      ];
+      overFtp = await fileAction(alice, { action: 'create', path: 'iface/c.txt', interface: 'ftp' });
+    });
+
+    it('filter[interface] keeps the actions made over that interface only', async () => {
+      const sftp = await list('/history?filter[interface]=sftp');
+      expect(idsOf(sftp)).to.have.members(overSftp);
+      expect(idsOf(await list('/history?filter[interface]=ftp'))).to.deep.equal([overFtp]);
+      const rest = await list('/history?filter[interface]=restapi&per_page=1000');
+      expect(idsOf(rest)).to.include.members([ids.aliceLogin, ids.reportCreate]);
+      excludes(idsOf(rest), [...overSftp, overFtp]);
+      expect(await list('/history?filter[interface]=dav')).to.deep.equal([]);
+    });
+
+    it('filter[action] keeps one kind of action; logins and failed logins apart', async () => {
+      const logins = await list('/history?filter[action]=login&per_page=1000');
+      expect(idsOf(logins)).to.include(ids.aliceLogin);
+      expect(logins.every((a) => a.action === 'login')).to.equal(true);
+      const failed = idsOf(await list('/history?filter[action]=failedlogin&per_page=1000'));
+      expect(failed).to.include.members([ids.aliceFailed, ids.nobodyFailed]);
+      excludes(failed, [ids.aliceLogin]);
+      expect(idsOf(await list('/history?filter[action]=permission_create'))).to.deep.equal([ids.permission]);
+      expect(idsOf(await list('/history?filter[action]=move'))).to.deep.equal([ids.reportMove]);
+    });
+
+    it('combines with the other filters, dates and paging', async () => {
+      const mine = `/history?filter[interface]=sftp&filter[user_id]=${alice.id}`;
+      expect(idsOf(await list(mine))).to.have.members([overSftp[0], overSftp[2]]);
+      expect(idsOf(await list('/history?filter[interface]=sftp&filter[action]=update'))).to.deep.equal([
+        overSftp[1],
+      ]);
+      expect(idsOf(await list('/history?filter[action]=create&filter_prefix[path]=iface/'))).to.have.members([
+        overSftp[0],
+        overFtp,
+      ]);
+      const future = new Date(Date.now() + HOUR).toISOString();
+      expect(
+        await list(`/history?filter[interface]=sftp&start_at=${encodeURIComponent(future)}`),
+      ).to.deep.equal([]);
+      const first = await get('/history?filter[interface]=sftp&per_page=2');
+      expect(idsOf(first.json as Action[])).to.deep.equal([overSftp[2], overSftp[1]]);
+      const cursor = String(first.headers['x-svc-cursor-next']);
+      const second = await list(`/history?filter[interface]=sftp&per_page=2&cursor=${cursor}`);
+      expect(idsOf(second)).to.deep.equal([overSftp[0]]);
+      // The cursor names its selection: another interface's listing refuses it.
+      expectError(
+        await get(`/history?filter[interface]=ftp&per_page=2&cursor=${cursor}`),
+        400,
+        'bad-request/invalid-cursor',
+      );
+    });
+
+    it('filter[username] is filter[user_id] by name; an unknown name is refused in words', async () => {
+      const byName = idsOf(
+        await list(`/history?filter[username]=${bob.username.toUpperCase()}&per_page=1000`),
+      );
+      expect(byName).to.have.members(idsOf(await list(`/history?filter[user_id]=${bob.id}&per_page=1000`)));
+      expect(byName).to.include(overSftp[1]);
+      const nobody = await get('/history?filter[username]=no-such-user-here');
+      expectError(nobody, 400, 'bad-request/invalid-filter-param-value');
+      expect(JSON.stringify(nobody.json)).to.include('There is no user named no-such-user-here');
+      expectError(
+        await get(`/history?filter[username]=${bob.username}&filter[user_id]=${bob.id}`),
+        400,
+        'bad-request/invalid-filter-combination',
+      );
+    });
+
+    it("refuses values outside SPEC's lists, in words", async () => {
+      const bad = await get('/history?filter[interface]=gopher');
+      expectError(bad, 400, 'bad-request/invalid-filter-param-value');
+      expect(JSON.stringify(bad.json)).to.include('filter[interface] must be one of web, ftp');
+      expectError(await get('/history?filter[action]=LOGIN'), 400, 'bad-request/invalid-filter-param-value');
+      expectError(
+        await get('/history?filter[action]=login%27--'),
+        400,
+        'bad-request/invalid-filter-param-value',
+      );
+      expectError(
+        await get('/history?filter[interface][]=sftp'),
+        400,
+        'bad-request/invalid-filter-param-value',
+      );
+    });
+
+    it("stays site admins' only", async () => {
+      expectError(
+        await get('/history?filter[interface]=sftp', aliceKey),
+        403,
+        'not-authorized/site-admin-required',
+      );
     });
   });
 
