@@ -112,12 +112,19 @@ const filePost = z.union([
 
 const sessionCreate = z.object({ username: z.string(), password: z.string() });
 
-const idRoute = (plural: string, tag: string, resource: z.ZodType, name: string): Operation[] => [
+const idRoute = (
+  plural: string,
+  tag: string,
+  resource: z.ZodType,
+  name: string,
+  listParams?: Param[],
+): Operation[] => [
   {
     method: 'get',
     route: `/${plural}`,
     tag,
     summary: `List ${plural}`,
+    ...(listParams ? { params: listParams } : {}),
     status: 200,
     response: resource,
     list: true,
@@ -140,8 +147,9 @@ const crud = (
   name: string,
   create: RequestSchemaName,
   update: RequestSchemaName,
+  listParams?: Param[],
 ): Operation[] => [
-  ...idRoute(plural, tag, resource, name),
+  ...idRoute(plural, tag, resource, name, listParams),
   {
     method: 'post',
     route: `/${plural}`,
@@ -202,7 +210,10 @@ export const operations: Operation[] = [
     response: s.EmptyList,
   },
 
-  ...crud('users', 'Users', s.User, 'user', 'UserCreate', 'UserUpdate'),
+  ...crud('users', 'Users', s.User, 'user', 'UserCreate', 'UserUpdate', [
+    ...pageParams,
+    ...queryParams('UserListQuery'),
+  ]),
   ...crud('groups', 'Groups', s.Group, 'group', 'GroupCreate', 'GroupUpdate'),
 
   {
@@ -619,6 +630,14 @@ export const operations: Operation[] = [
       "and the problems `svc-gateway doctor` also reports (certificate, public URL, FTP passive address) plus a bootstrap admin's unchanged password.",
     status: 200,
     response: s.SiteStatus,
+  },
+  {
+    method: 'post',
+    route: '/users/:id/unlock',
+    tag: 'Users',
+    summary: 'End a lockout after failed logins (extension); the user may log in again at once',
+    status: 200,
+    response: s.User,
   },
 ];
 

@@ -71,6 +71,9 @@ export const User = named(
     user_root: z.string(),
     created_at: dateTime,
     last_login_at: dateTime.nullable(),
+    locked_until: dateTime
+      .nullable()
+      .describe('When a lockout after failed logins ends; null when not locked'),
   }),
 );
 

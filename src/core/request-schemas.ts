@@ -7,7 +7,7 @@ import { permissionCreateSchema, permissionFilterSchema } from './access/permiss
 import { apiKeyCreateSchema, apiKeyListSchema } from './accounts/api-keys.ts';
 import { groupCreateSchema, groupUpdateSchema } from './accounts/groups.ts';
 import { publicKeyCreateSchema, publicKeyListSchema } from './accounts/public-keys.ts';
-import { userCreateSchema, userUpdateSchema } from './accounts/users.ts';
+import { userCreateSchema, userListSchema, userUpdateSchema } from './accounts/users.ts';
 import { bundleCreateSchema, bundleUpdateSchema } from './bundles/bundles.ts';
 import { exportCreateSchema } from './events/exports.ts';
 import { notificationCreateSchema } from './events/notifications.ts';
@@ -28,6 +28,7 @@ export const requestSchemas = {
   ActionNotificationExportCreate: exportCreateSchema,
   BundleCreate: bundleCreateSchema,
   BundleUpdate: bundleUpdateSchema,
+  UserListQuery: userListSchema,
 } as const;
 
 /** RequestSchemaName names one of the core's request schemas. */

@@ -11,6 +11,7 @@
  *                                  the FTP passive port range (default config/default.yaml's);
  *                                  databaseUrl names the PostgreSQL database ('' on SQLite);
  *                                  --config merges settings (e.g. {"sessions":{…}}) into the test's
+ *                                  --users N adds N users crowd00000… (rows only, no password)
  *   peer                           the peer: bare Koa over HTTPS with the same certificate, answering
  *                                  a constant JSON object (the ceiling of Koa + TLS on this machine)
  */
@@ -21,6 +22,7 @@ import { operatorPrincipal, type Core } from '../../src/core/index.ts';
 import { FileEntity, type FileRow } from '../../src/db/entities.ts';
 import { startTestGateway } from '../helpers/gateway.ts';
 import { dbOf } from '../helpers/internals.ts';
+import { insertUsers } from '../helpers/users.ts';
 
 const [mode] = process.argv.slice(2);
 if (mode === 'peer') {
@@ -56,6 +58,8 @@ if (mode === 'peer') {
       email: `bench${i}@example.com`,
     });
   }
+  const crowd = arg('--users');
+  if (crowd !== undefined) await insertUsers(gw.core, Number(crowd), 'crowd');
   const count = arg('--populate');
   const populateMs = count !== undefined ? await populate(gw.core, Number(count)) : undefined;
   console.log(

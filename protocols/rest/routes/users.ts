@@ -36,6 +36,9 @@ export function userRoutes(router: RestRouter, core: Core): void {
   };
   router.put('/users/:id', update);
   router.patch('/users/:id', update);
+  router.post('/users/:id/unlock', async (ctx: RestContext) => {
+    send(ctx, 200, await core.users.unlock(principal(ctx), idParam(ctx, 'not-found/user-not-found')), 'user');
+  });
   router.delete('/users/:id', async (ctx: RestContext) => {
     await core.users.remove(principal(ctx), idParam(ctx, 'not-found/user-not-found'));
     sendEmpty(ctx);

@@ -43,6 +43,8 @@ export class ApiError extends Error {
     readonly status: number,
     /** the refusal's response headers (X-Svc-Rights on a folder one may not list) */
     readonly headers?: Headers,
+    /** SPEC's model_errors of a 422: field name → messages, to show beside each field */
+    readonly modelErrors?: Record<string, string[]>,
   ) {
     super(message);
   }
@@ -61,7 +63,12 @@ export function setSession(token: string, signedOut: (message: string) => void):
 
 /** words turns an error object into a sentence; the server's own message is already in words. */
 function words(status: number, body: unknown, headers?: Headers): ApiError {
-  const b = (body ?? {}) as { error?: string; type?: string; title?: string };
+  const b = (body ?? {}) as {
+    error?: string;
+    type?: string;
+    title?: string;
+    model_errors?: Record<string, string[]>;
+  };
   const type = b.type ?? '';
   let message = b.error ?? b.title ?? '';
   if (!message) {
@@ -73,7 +80,7 @@ function words(status: number, body: unknown, headers?: Headers): ApiError {
           : 'The server refused this request.';
   }
   if (!/[.!?]$/.test(message)) message += '.';
-  return new ApiError(message, type, status, headers);
+  return new ApiError(message, type, status, headers, b.model_errors);
 }
 
 /** encodePath makes a site path safe in a URL, segment by segment. */

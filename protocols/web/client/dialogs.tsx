@@ -72,10 +72,14 @@ export function FolderPicker(props: {
   start: string;
   list: (folder: string) => Promise<string[]>;
   onDone: (folder: string | null) => void;
+  /** create makes a folder `name` inside `parent` (offered as "New folder" when given) */
+  create?: (parent: string, name: string) => Promise<void>;
 }) {
   const [folder, setFolder] = useState(props.start);
   const [folders, setFolders] = useState<string[]>([]);
   const [error, setError] = useState('');
+  const [newName, setNewName] = useState('');
+  const create = props.create;
   useEffect(() => {
     let live = true;
     setError('');
@@ -114,6 +118,29 @@ export function FolderPicker(props: {
           </li>
         ))}
       </ul>
+      {create && (
+        <form
+          class="new-folder"
+          onSubmit={(e) => {
+            e.preventDefault();
+            const name = newName.trim();
+            if (!name) return;
+            setError('');
+            create(folder, name)
+              .then(() => {
+                setNewName('');
+                setFolder(folder ? `${folder}/${name}` : name);
+              })
+              .catch((err: unknown) => setError(err instanceof Error ? err.message : String(err)));
+          }}
+        >
+          <label>
+            New folder in /{folder}
+            <input value={newName} onInput={(e) => setNewName(e.currentTarget.value)} />
+          </label>
+          <button type="submit">Create folder</button>
+        </form>
+      )}
       <div class="buttons">
         <button type="button" onClick={() => props.onDone(folder)}>
           {props.submit}

@@ -2,6 +2,7 @@
  * Users (SPEC "User", "Users (site admin)") with DESIGN.md's extension fields: `site_admin` and the
  * per-interface flags `sftp_permission`, `dav_permission`, `restapi_permission`.
  */
+import { createHash } from 'node:crypto';
 import { In, type EntityManager } from 'typeorm';
 import { z } from 'zod';
 import { isUniqueViolation } from '../../db/database.ts';
@@ -18,7 +19,8 @@ import { requireFullKey, requireSiteAdmin } from '../access/guards.ts';
 import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, modelSaveError } from '../errors.ts';
-import type { Page, PageRequest } from '../pagination.ts';
+import { afterKey, parseSort, type SortDirection, type SortTerm } from '../keyset.ts';
+import type { Page, PageRequest, SortKey } from '../pagination.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
 import { bool, folderPath, idList, parseFields, text } from '../validation.ts';
 import { hashPassword, PASSWORD_MAX_BYTES, PASSWORD_MIN } from './passwords.ts';
@@ -45,6 +47,8 @@ export interface User {
   user_root: string;
   created_at: Date;
   last_login_at: Date | null;
+  /** locked_until (read-only extension) is when a lockout after failed logins ends; null when not locked */
+  locked_until: Date | null;
 }
 
 /** GrantPermission is SPEC's write-only `grant_permission` and the permission rows each creates. */
@@ -129,19 +133,88 @@ export const userCreateSchema = z.object(fields).partial().required({ username: 
 export const userUpdateSchema = z.object(fields).partial();
 type UserInput = z.infer<typeof userUpdateSchema>;
 
+/** userSortFields are the fields GET /users sorts by (`sort_by[username]=asc`, an extension). */
+export const userSortFields = ['username', 'created_at', 'last_login_at'] as const;
+type UserSort = { field: (typeof userSortFields)[number]; direction: SortDirection } | null;
+
+const direction = z.enum(['asc', 'desc'], { error: 'must be asc or desc' });
+/** userListSchema is the query GET /users accepts besides cursor and per_page (extensions). */
+export const userListSchema = z.object({
+  search: text(100)
+    .optional()
+    .describe('Only users whose username, name or e-mail contains this text, in any case'),
+  sort_by: z
+    .object({ username: direction, created_at: direction, last_login_at: direction })
+    .partial()
+    .optional()
+    .describe('One field and a direction, e.g. `sort_by[last_login_at]=desc`; oldest user first when absent'),
+});
+
+/**
+ * userSortTerms is the ORDER BY of a sort, total so keyset pages never skip or repeat a row.
+ * username_key is unique; a user who never logged in sorts as the oldest login.
+ */
+function userSortTerms(sort: UserSort): SortTerm[] {
+  if (!sort) return [{ expr: 'u.id', asc: true }];
+  const asc = sort.direction === 'asc';
+  if (sort.field === 'username') return [{ expr: 'u.username_key', asc }];
+  const column = sort.field === 'created_at' ? 'u.created_at' : 'COALESCE(u.last_login_at, 0)';
+  return [
+    { expr: column, asc },
+    { expr: 'u.id', asc },
+  ];
+}
+
+/** userSortKey is a user's values of userSortTerms, as a cursor carries them. */
+function userSortKey(sort: UserSort, u: User): SortKey {
+  if (!sort) return [u.id];
+  if (sort.field === 'username') return [u.username.toLowerCase()];
+  if (sort.field === 'created_at') return [u.created_at.getTime(), u.id];
+  return [u.last_login_at?.getTime() ?? 0, u.id];
+}
+
 /** Users manages user accounts; every call but the bootstrap is for site admins. */
 export class Users {
   constructor(private readonly ctx: CoreContext) {}
 
-  /** list pages through all users, oldest first. */
-  async list(p: Principal, req: PageRequest): Promise<Page<User>> {
+  /**
+   * list pages through the users: oldest first, or by `sort_by[username|created_at|last_login_at]`
+   * (extension), only those whose username, name or e-mail contains `search` (any case). Every
+   * sort pages by keyset: a cursor carries the sort key of the row its page starts after. By
+   * username the unique username_key index serves the order; by created_at or last_login_at
+   * the database sorts the matching rows (no index: measured fast at 10,000 users).
+   */
+  async list(p: Principal, req: PageRequest & Record<string, unknown>): Promise<Page<User>> {
     requireSiteAdmin(p);
-    const w = this.ctx.paginator.window('users', req);
+    const { search } = parseFields(userListSchema.pick({ search: true }), { search: req.search });
+    const sort: UserSort = parseSort(req.sort_by, userSortFields, null);
+    const needle = (search ?? '').trim().toLowerCase();
+    const digest = createHash('sha256').update(needle).digest('base64url').slice(0, 16);
+    const w = this.ctx.paginator.window(
+      `users:${sort ? `${sort.field}:${sort.direction}` : 'id'}:${needle ? digest : ''}`,
+      req,
+    );
+    const terms = userSortTerms(sort);
+    const seek = w.seek;
     const rows = await this.ctx.db.read(async (em) => {
-      const users = await em.find(UserEntity, { order: { id: 'ASC' }, skip: w.offset, take: w.perPage + 1 });
-      return this.views(em, users);
+      const qb = em.createQueryBuilder(UserEntity, 'u');
+      if (needle) {
+        // LIKE with the wildcards in the text escaped; username_key is already lower case.
+        const like = `%${needle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+        qb.where(
+          "(u.username_key LIKE :like ESCAPE '\\' OR LOWER(u.name) LIKE :like ESCAPE '\\' OR LOWER(u.email) LIKE :like ESCAPE '\\')",
+          { like },
+        );
+      }
+      // A previous page reads backwards from the first row of the page the client is on.
+      const ordered = seek?.before ? terms.map((t) => ({ ...t, asc: !t.asc })) : terms;
+      if (seek) afterKey(qb, ordered, seek.key, 'seek');
+      ordered.forEach((t, i) => qb[i === 0 ? 'orderBy' : 'addOrderBy'](t.expr, t.asc ? 'ASC' : 'DESC'));
+      // A cursor made before keyset paging carries only an offset.
+      if (!seek && w.offset > 0) qb.offset(w.offset);
+      return this.views(em, await qb.limit(w.perPage + 1).getMany());
     });
-    return this.ctx.paginator.page(w, rows);
+    return this.ctx.paginator.seekPage(w, rows, (u) => userSortKey(sort, u));
   }
 
   /** get shows one user: site admins see anyone, a user sees themself. */
@@ -180,6 +253,7 @@ export class Users {
         { id },
         { failed_logins: 0, failed_login_window_start: null, locked_until: null },
       );
+      row.locked_until = null;
       await recordAction(em, p, {
         action: 'user_update',
         display: `Unlocked user ${row.username}`,
@@ -284,6 +358,7 @@ export class Users {
           order: { group_id: 'ASC' },
         })
       : [];
+    const now = Date.now();
     return rows.map((r) => ({
       id: r.id,
       username: r.username,
@@ -307,6 +382,7 @@ export class Users {
       user_root: r.user_root,
       created_at: r.created_at,
       last_login_at: r.last_login_at,
+      locked_until: r.locked_until && r.locked_until.getTime() > now ? r.locked_until : null,
     }));
   }
 

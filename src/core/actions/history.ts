@@ -14,7 +14,8 @@ import { rightsOn } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import type { ActionName } from './record.ts';
 import { GatewayError } from '../errors.ts';
-import type { Page, PageWindow, SortKey } from '../pagination.ts';
+import { afterKey, parseSort, type SortDirection, type SortTerm } from '../keyset.ts';
+import type { Page, PageWindow } from '../pagination.ts';
 import { normalizeFolderPath, parentOf } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
 
@@ -49,7 +50,6 @@ export const HISTORY_HOURS = 24;
 const ACTION_PATH_MAX = 5000;
 
 type SortField = 'created_at' | 'user_id' | 'path' | 'folder';
-type SortDirection = 'asc' | 'desc';
 
 const SORT_FIELDS: readonly SortField[] = ['user_id', 'created_at'];
 const SORT_FIELDS_ALL: readonly SortField[] = ['path', 'folder', 'user_id', 'created_at'];
@@ -85,12 +85,6 @@ export const INTERFACE_NAMES = [
   'remote',
 ] as const;
 const FILTER_PREFIX_FIELDS = ['path'] as const;
-
-/** SortTerm is one ORDER BY expression and its direction. */
-interface SortTerm {
-  expr: string;
-  asc: boolean;
-}
 
 /** Listing is one history endpoint's selection: its cursor name, its sort fields, its WHERE. */
 interface Listing {
@@ -313,7 +307,10 @@ export class History {
     const start = parseTime(q.start_at, 'start_at');
     const end = parseTime(q.end_at, 'end_at');
     const display = parseDisplay(q.display);
-    const sort = parseSort(q.sort_by, listing.sortFields);
+    const sort = parseSort(q.sort_by, listing.sortFields, {
+      field: 'created_at' as SortField,
+      direction: 'desc' as SortDirection,
+    });
     // The cursor names the selection (hashed: paths may be 5000 characters) and the sort, so a
     // cursor is refused by another listing, and by this one under another sort.
     const digest = createHash('sha256')
@@ -489,36 +486,6 @@ export class History {
   }
 }
 
-/**
- * afterKey keeps the rows that sort after `key` under `terms`: a lexicographic comparison, with
- * each run of terms in one direction compared as a row value, (when, id) < (:w, :i), which both
- * databases seek in a (…, when, id) index.
- */
-function afterKey(qb: SelectQueryBuilder<ActionRow>, terms: SortTerm[], key: SortKey, name: string): void {
-  if (key.length !== terms.length) throw new GatewayError('bad-request/invalid-cursor', 'Invalid cursor');
-  const params: Record<string, number | string> = {};
-  key.forEach((v, i) => (params[`${name}${i}`] = v));
-  const runs: { from: number; to: number; asc: boolean }[] = [];
-  terms.forEach((t, i) => {
-    const run = runs[runs.length - 1];
-    if (run && run.asc === t.asc) run.to = i + 1;
-    else runs.push({ from: i, to: i + 1, asc: t.asc });
-  });
-  const tuple = (from: number, to: number, value: (i: number) => string) => {
-    const parts = terms.slice(from, to).map((_, j) => value(from + j));
-    return parts.length === 1 ? parts[0]! : `(${parts.join(', ')})`;
-  };
-  const alternatives = runs.map((run) => {
-    const equal =
-      run.from === 0
-        ? ''
-        : `${tuple(0, run.from, (i) => terms[i]!.expr)} = ${tuple(0, run.from, (i) => `:${name}${i}`)} AND `;
-    const cmp = `${tuple(run.from, run.to, (i) => terms[i]!.expr)} ${run.asc ? '>' : '<'} ${tuple(run.from, run.to, (i) => `:${name}${i}`)}`;
-    return `(${equal}${cmp})`;
-  });
-  qb.andWhere(`(${alternatives.join(' OR ')})`, params);
-}
-
 /** view turns a row into SPEC's Action; display=parent shows the folder the action happened in. */
 function view(r: ActionRow, display: 'full' | 'parent'): Action {
   let targets: unknown[] = [];
@@ -599,37 +566,6 @@ function parseDisplay(raw: unknown): 'full' | 'parent' {
   if (raw === undefined || raw === '' || raw === 'full') return 'full';
   if (raw === 'parent') return 'parent';
   throw new GatewayError('bad-request/request-params-invalid', 'display must be full, parent or blank');
-}
-
-/** parseSort reads sort_by (`sort_by[user_id]=desc`): one field of `allowed`, asc or desc. */
-function parseSort(
-  raw: unknown,
-  allowed: readonly SortField[],
-): { field: SortField; direction: SortDirection } {
-  const fallback = { field: 'created_at', direction: 'desc' } as const;
-  if (raw === undefined || raw === '') return fallback;
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-    throw new GatewayError(
-      'bad-request/invalid-filter-param',
-      'sort_by must be an object such as sort_by[created_at]=desc',
-    );
-  }
-  const entries = Object.entries(raw as Record<string, unknown>);
-  if (entries.length === 0) return fallback;
-  if (entries.length > 1)
-    throw new GatewayError('bad-request/invalid-filter-combination', 'sort_by takes one field');
-  const [field, value] = entries[0]!;
-  if (!(allowed as readonly string[]).includes(field)) {
-    throw new GatewayError(
-      'bad-request/invalid-filter-field',
-      `sort_by[${field}] is not available here; sort by ${allowed.join(' or ')}`,
-    );
-  }
-  const direction = typeof value === 'string' ? value.trim().toLowerCase() : '';
-  if (direction !== 'asc' && direction !== 'desc') {
-    throw new GatewayError('bad-request/invalid-filter-param-value', `sort_by[${field}] must be asc or desc`);
-  }
-  return { field: field as SortField, direction };
 }
 
 /** parseFilter reads `filter` or `filter_prefix`: an object whose fields are all in `allowed`. */

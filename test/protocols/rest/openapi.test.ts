@@ -389,6 +389,14 @@ describe(`REST API reference (OpenAPI 3.1, ${dbKind})`, function () {
     await checked('delete', `${API}/users/${uid}`, { headers: site });
     await checked('delete', `${API}/sessions`, { headers: admin });
 
+    // Users: search and sort (extensions), unlock
+    const listed = await checked('get', `${API}/users?search=ADMIN&sort_by[last_login_at]=desc&per_page=5`, {
+      headers: site,
+    });
+    expect(listed.json.map((u: Json) => u.username)).to.include('admin');
+    const unlocked = await checked('post', `${API}/users/${listed.json[0].id}/unlock`, { headers: site });
+    expect(unlocked.json.locked_until).to.equal(null);
+
     // The flow reached the whole document but the webhook retry (it needs a failed delivery;
     // test/protocols/rest/events.test.ts covers it).
     const all = Object.entries(doc.paths as Json).flatMap(([t, item]) =>
