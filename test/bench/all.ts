@@ -7,7 +7,7 @@
  * the JSON files into test/bench/results-summary.md. A benchmark that fails does not stop the
  * others; the command exits 1 when any failed.
  *
- *   npm run bench                        (about 40 minutes on the 2-core machine)
+ *   npm run bench                        (about 35 minutes on the quiet 2-core machine)
  *   SVC_BENCH_QUICK=1 npm run bench      (a smoke run: 64 MiB, 100 small files, 1 repetition)
  *   npm run bench -- sftp webdav         (only these protocols, both settings)
  *
