@@ -3,11 +3,12 @@
  * on loopback, in one run: 1 GiB STOR and RETR with lftp, plain and explicit TLS (AUTH TLS, PROT P),
  * as a ratio to vsftpd; 1,000 files of 4 KiB with `lftp mirror -R` and back, files per second,
  * plain and, down, over FTPS on TLS 1.3 and on TLS 1.2; MLSD (and LIST) of a 10,000-entry folder
- * with curl; the gateway's RSS during the big transfers and with 1,000 idle logged-in control
- * connections, beside vsftpd's processes.
+ * with curl, and connect + login + the listing of an empty folder; the gateway's RSS during the big
+ * transfers and with 1,000 idle logged-in control connections, beside vsftpd's processes.
  *
  * The gateway runs as an operator runs it: `svc-gateway serve` from the compiled dist/
- * (`npm run bench:ftp` compiles first), on SQLite with the local blob store, its open-file limit
+ * (`npm run bench:ftp` compiles first), at SVC_DURABILITY (fsync by default, or os), on SQLite
+ * with the local blob store, its open-file limit
  * raised with prlimit and its connection limits set for 1,000 connections; a regular user (user_root
  * the site root, grant full) logs in. /big gets its 10,000 rows written into the SQLite file.
  * vsftpd runs from its own configs in a temp dir, as a throwaway local user created for the run
@@ -17,10 +18,13 @@
  * gateway and vsftpd interleaved, and the best time counts (the machine is shared).
  *
  *   npm run bench:ftp
+ *   SVC_DURABILITY=os npm run bench:ftp          (the gateway leaves uploads to the page cache)
  *   SVC_BENCH_FILE_MB=256 npm run bench:ftp      (a smaller big file, for a quick look)
+ *   SVC_BENCH_QUICK=1 npm run bench:ftp          (a smoke run: 64 MiB, 100 small files, 1 repetition)
  *
  * MB/s are 10^6 bytes per second; RSS is VmRSS in MiB. The table is printed and written to
- * test/bench/results-ftp.md. Needs root (useradd, vsftpd, prlimit); installs vsftpd and lftp if
+ * test/bench/results-ftp.md (results-ftp-os.md at os), its figures to results-ftp[-os].json for
+ * the summary of `npm run bench`. Needs root (useradd, vsftpd, prlimit); installs vsftpd and lftp if
  * missing.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -39,46 +43,52 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { serveProcess, stopProcess } from '../helpers/process.ts';
 import {
   api,
-  type ApiTarget,
+  benchTitle,
   best,
   cleanups,
   CpuMeter,
+  DURABILITY,
+  durabilityNote,
   ensurePackage,
   f0,
   f1,
   f2,
+  type Figure,
   FILE_BYTES,
   freePort,
   generate,
   md5File,
   mbps,
   must,
+  noFsync,
+  populateSqlite,
+  QUICK,
   RSS_LIMIT_MIB,
   RssSampler,
   run,
   runCleanups,
   type Row,
+  RUNS,
   seconds,
+  serveCompiled,
   SIZE_LABEL,
+  SMALL_FILES,
   smallFiles,
   stopChild,
   systemUser,
   table,
   timed,
   waitForPort,
+  writeResults,
 } from './lib.ts';
-import { openSqlite } from './seed-actions.ts';
 
-const RUNS = 2;
-const SMALL_FILES = 1000;
 const SMALL_BYTES = 4096;
 const LIST_ENTRIES = 10_000;
 const LIST_RUNS = 3;
 /** IDLE_CONNECTIONS logged-in control connections are held open for the memory figure. */
-const IDLE_CONNECTIONS = 1000;
+const IDLE_CONNECTIONS = QUICK ? 100 : 1000;
 /** IDLE_SOURCES loopback addresses (127.0.0.2…) the idle connections come from, as many clients would. */
 const IDLE_SOURCES = 5;
 const USER = 'ftpbench';
@@ -217,30 +227,6 @@ async function closeAll(sockets: net.Socket[]): Promise<void> {
   );
 }
 
-/**
- * populate writes `count` file rows (no blobs) into the folder big/ of the gateway's SQLite file,
- * as test/bench/serve.ts --populate does through the core; sizes spread without following names.
- */
-function populate(file: string, count: number): void {
-  const db = openSqlite(file);
-  try {
-    db.pragma('busy_timeout = 10000');
-    const insert = db.prepare(
-      'INSERT INTO files (path, parent, name, type, size, mtime, md5, crc32, blob_id) ' +
-        "VALUES (?, 'big', ?, 'file', ?, ?, NULL, NULL, NULL)",
-    );
-    const base = Date.now() - count * 1000;
-    db.transaction(() => {
-      for (let j = 0; j < count; j++) {
-        const name = `f${String(j).padStart(7, '0')}.bin`;
-        insert.run(`big/${name}`, name, (j * 7919) % 1_000_003, base + j * 1000);
-      }
-    })();
-  } finally {
-    db.close();
-  }
-}
-
 /** perConnection is the growth from `before` to `during` (MiB) per idle connection, in KiB, signed. */
 const perConnection = (before: number, during: number) => {
   const k = ((during - before) * 1024) / IDLE_CONNECTIONS;
@@ -251,6 +237,24 @@ const perConnection = (before: number, during: number) => {
 const settle = () => new Promise((r) => setTimeout(r, 3000));
 
 const rows: Row[] = [];
+const figures: Figure[] = [];
+/** pushSmall adds a small-file row and its figure from the gateway's and vsftpd's best seconds. */
+const pushSmall = (metric: string, key: string, gs: number, vs: number, up: boolean) => {
+  rows.push({
+    metric,
+    value: f0(SMALL_FILES / gs),
+    peer: `${up ? noFsync('vsftpd') : 'vsftpd'}: ${f0(SMALL_FILES / vs)}`,
+    ratio: f2(vs / gs),
+  });
+  figures.push({
+    key,
+    gateway: SMALL_FILES / gs,
+    peer: SMALL_FILES / vs,
+    peerName: 'vsftpd',
+    unit: 'files/s',
+    ...(up ? { peerFsyncs: false } : {}),
+  });
+};
 const started = performance.now();
 /** the 1-minute load average at the start: other work on the machine, said beside the figures */
 const loadAtStart = os.loadavg()[0]!;
@@ -279,10 +283,10 @@ try {
   const base = 24000 + 300 * Math.floor(Math.random() * 18);
   t = performance.now();
   const dataDir = path.join(work, 'data');
-  const gw = await serveProcess(
+  const gw = await serveCompiled(
     dataDir,
+    PASSWORD,
     {
-      SVC_ADMIN_PASSWORD: PASSWORD,
       SVC_FTPS_PORT: 'off',
       SVC_SFTP_PORT: 'off',
       SVC_WEBDAV_PORT: 'off',
@@ -295,12 +299,8 @@ try {
     },
     { prefix: ['prlimit', '--nofile=8192:8192', '--'] },
   );
-  cleanups.push(async () => void (await stopProcess(gw)));
-  const gwPid = gw.child.pid!;
-  const rest: ApiTarget = { port: gw.ports.https!, dataDir };
-  rest.session = (
-    await api<{ id: string }>(rest, 'POST', '/sessions', { username: 'admin', password: PASSWORD })
-  ).id;
+  const gwPid = gw.pid;
+  const rest = gw.rest;
   await api(rest, 'POST', '/users', {
     username: USER,
     password: PASSWORD,
@@ -308,10 +308,11 @@ try {
     grant_permission: 'full',
   });
   await api(rest, 'POST', '/folders/big', {});
+  await api(rest, 'POST', '/folders/empty', {});
   t = performance.now();
-  populate(path.join(dataDir, 'gateway.sqlite'), LIST_ENTRIES);
+  populateSqlite(dataDir, LIST_ENTRIES);
   console.log(
-    `gateway pid ${gwPid} (compiled), FTP :${gw.ports.ftp}, passive ${base}-${base + 99}, /big populated with ` +
+    `gateway pid ${gwPid} (compiled, durability ${DURABILITY}), FTP :${gw.ports.ftp}, passive ${base}-${base + 99}, /big populated with ` +
       `${LIST_ENTRIES} rows in ${f0(seconds(t) * 1000)} ms`,
   );
   const gateway: Server = {
@@ -331,6 +332,7 @@ try {
   mkdirSync(path.join(vdir, 'empty'), { recursive: true });
   const { uid, gid } = systemUser(SYS_USER, home, PASSWORD);
   mkdirSync(path.join(home, 'big'));
+  mkdirSync(path.join(home, 'empty'));
   for (let i = 0; i < LIST_ENTRIES; i++)
     writeFileSync(path.join(home, 'big', `f${String(i).padStart(7, '0')}.bin`), '');
   chownSync(home, uid, gid);
@@ -522,8 +524,16 @@ try {
           `${op} ${SIZE_LABEL}, lftp, ${label}, md5 checked, best of ${RUNS}, MB/s ` +
           `(gateway CPU ${f0(g.cpu)}% of a core)`,
         value: f0(mbps(FILE_BYTES, g.s)),
-        peer: `vsftpd: ${f0(mbps(FILE_BYTES, v.s))}`,
+        peer: `${op === 'STOR' ? noFsync('vsftpd') : 'vsftpd'}: ${f0(mbps(FILE_BYTES, v.s))}`,
         ratio: f2(v.s / g.s),
+      });
+      figures.push({
+        key: `${op.toLowerCase()}.${mode}`,
+        gateway: mbps(FILE_BYTES, g.s),
+        peer: mbps(FILE_BYTES, v.s),
+        peerName: 'vsftpd',
+        unit: 'MB/s',
+        ...(op === 'STOR' ? { peerFsyncs: false } : {}),
       });
     }
   }
@@ -533,6 +543,7 @@ try {
     peer: `limit ${RSS_LIMIT_MIB}`,
     ratio: f2(rss.max / RSS_LIMIT_MIB),
   });
+  figures.push({ key: 'rss.transfer', gateway: rss.max, peer: null, peerName: '', unit: 'MiB' });
 
   // 1,000 × 4 KiB: mirror -R to a fresh remote folder, then mirror it back to a fresh local one.
   const perServer = new Map<string, { up: number; down: number }>();
@@ -557,26 +568,41 @@ try {
   }
   const g = perServer.get('gateway')!;
   const v = perServer.get('vsftpd')!;
-  for (const [dir, gs, vs] of [
-    ['up (`mirror -R`)', g.up, v.up],
-    ['down (`mirror`)', g.down, v.down],
+  for (const [dir, gs, vs, key] of [
+    ['up (`mirror -R`)', g.up, v.up, 'up'],
+    ['down (`mirror`)', g.down, v.down, 'down'],
   ] as const) {
-    rows.push({
-      metric: `${SMALL_FILES} × 4 KiB ${dir}, lftp plain, best of ${RUNS}, files/s`,
-      value: f0(SMALL_FILES / gs),
-      peer: `vsftpd: ${f0(SMALL_FILES / vs)}`,
-      ratio: f2(vs / gs),
-    });
+    pushSmall(
+      `${SMALL_FILES} × 4 KiB ${dir}, lftp plain, best of ${RUNS}, files/s`,
+      `small.${key}.plain`,
+      gs,
+      vs,
+      key === 'up',
+    );
   }
 
   // FTPS, 1,000 × 4 KiB down with `mirror` of the folder uploaded above, TLS 1.3 and TLS 1.2, PROT P
-  // (every data connection a TLS handshake resuming the control connection's session).
+  // (every data connection a TLS handshake resuming the control connection's session); on TLS 1.3
+  // first up with `mirror -R` to a fresh folder, which the download then mirrors back.
   const tlsDown = new Map<string, number>();
+  const tlsUp = new Map<string, number>();
   for (const version of ['1.3', '1.2'] as Tls[]) {
     for (let i = 0; i < RUNS; i++) {
       for (const s of [gateway, peerTls]) {
         const back = path.join(work, `back-tls-${s.name}-${i}`);
-        const dn = await timed(lftpArgs(s, 'tls', `mirror small0 ${back}`, version), { timeoutMs: 600_000 });
+        let from = 'small0';
+        if (version === '1.3') {
+          from = `tls13-${i}`;
+          const up = await timed(lftpArgs(s, 'tls', `mirror -R ${small} ${from}`, version), {
+            timeoutMs: 600_000,
+          });
+          const key = `${s.name} ${version}`;
+          tlsUp.set(key, Math.min(tlsUp.get(key) ?? Infinity, up));
+          console.log(
+            `${s.name} FTPS TLS ${version} ${SMALL_FILES} small files up #${i + 1}: ${f0(SMALL_FILES / up)} files/s`,
+          );
+        }
+        const dn = await timed(lftpArgs(s, 'tls', `mirror ${from} ${back}`, version), { timeoutMs: 600_000 });
         const n = readdirSync(back).length;
         if (n !== SMALL_FILES)
           throw new Error(`${s.name} FTPS: mirrored back ${n} files, want ${SMALL_FILES}`);
@@ -590,18 +616,29 @@ try {
     }
     const gs = tlsDown.get(`gateway ${version}`)!;
     const vs = tlsDown.get(`vsftpd ${version}`)!;
-    rows.push({
-      metric:
-        `${SMALL_FILES} × 4 KiB down (\`mirror\`), lftp FTPS TLS ${version} (AUTH TLS, PROT P, each data ` +
-        `connection resumes the session), best of ${RUNS}, files/s`,
-      value: f0(SMALL_FILES / gs),
-      peer: `vsftpd: ${f0(SMALL_FILES / vs)}`,
-      ratio: f2(vs / gs),
-    });
+    const gu = tlsUp.get(`gateway ${version}`);
+    const vu = tlsUp.get(`vsftpd ${version}`);
+    const how = `lftp FTPS TLS ${version} (AUTH TLS, PROT P, each data connection resumes the session)`;
+    if (gu !== undefined && vu !== undefined)
+      pushSmall(
+        `${SMALL_FILES} × 4 KiB up (\`mirror -R\`), ${how}, best of ${RUNS}, files/s`,
+        `small.up.tls${version}`,
+        gu,
+        vu,
+        true,
+      );
+    pushSmall(
+      `${SMALL_FILES} × 4 KiB down (\`mirror\`), ${how}, best of ${RUNS}, files/s`,
+      `small.down.tls${version}`,
+      gs,
+      vs,
+      false,
+    );
   }
 
-  // Listings of a 10,000-entry folder with curl (login included). vsftpd has no MLSD: its LIST is the peer.
-  const list = async (s: Server, command: 'MLSD' | 'LIST'): Promise<number> =>
+  // Listings of a 10,000-entry folder with curl (login included), and of an empty one (connect +
+  // login + listing, as a client opening a session does). vsftpd has no MLSD: its LIST is the peer.
+  const list = async (s: Server, command: 'MLSD' | 'LIST', folder = 'big', want = LIST_ENTRIES) =>
     best(LIST_RUNS, async () => {
       const t1 = performance.now();
       const r = await must([
@@ -610,11 +647,11 @@ try {
         '-u',
         `${s.user}:${PASSWORD}`,
         ...(command === 'MLSD' ? ['-X', 'MLSD'] : []),
-        `ftp://127.0.0.1:${s.port}/big/`,
+        `ftp://127.0.0.1:${s.port}/${folder}/`,
       ]);
       const took = seconds(t1) * 1000;
       const n = r.stdout.split('\n').filter((l) => l.includes('f0')).length;
-      if (n !== LIST_ENTRIES) throw new Error(`${s.name} ${command} listed ${n} entries`);
+      if (n !== want) throw new Error(`${s.name} ${command} of ${folder} listed ${n} entries`);
       return took;
     });
   const login = async (s: Server) =>
@@ -628,6 +665,8 @@ try {
   const vList = await list(peer, 'LIST');
   const gLogin = await login(gateway);
   const vLogin = await login(peer);
+  const gEmpty = await list(gateway, 'LIST', 'empty', 0);
+  const vEmpty = await list(peer, 'LIST', 'empty', 0);
   console.log(
     `listing ${LIST_ENTRIES}: gateway MLSD ${f0(gMlsd)} ms, LIST ${f0(gList)} ms; vsftpd LIST ${f0(vList)} ms ` +
       `(login only: gateway ${f0(gLogin)} ms, vsftpd ${f0(vLogin)} ms)`,
@@ -644,14 +683,25 @@ try {
     peer: `vsftpd: ${f0(vList)} (login alone: ${f0(vLogin)})`,
     ratio: f2(gList / vList),
   });
+  rows.push({
+    metric: `connect + login + LIST of an empty folder, curl, best of ${LIST_RUNS}, ms`,
+    value: f0(gEmpty),
+    peer: `vsftpd: ${f0(vEmpty)}`,
+    ratio: f2(gEmpty / vEmpty),
+  });
+  figures.push(
+    { key: 'list.mlsd', gateway: gMlsd, peer: vList, peerName: 'vsftpd LIST', unit: 'ms' },
+    { key: 'list.list', gateway: gList, peer: vList, peerName: 'vsftpd', unit: 'ms' },
+    { key: 'login.empty', gateway: gEmpty, peer: vEmpty, peerName: 'vsftpd', unit: 'ms' },
+  );
 } finally {
   await runCleanups();
 }
 
 const text = table(
-  'FTP benchmark',
+  benchTitle('FTP'),
   [
-    `Gateway: \`svc-gateway serve\` from the compiled dist/, SQLite, local blob store, open-file limit 8192 ` +
+    `Gateway: \`svc-gateway serve\` from the compiled dist/, storage.durability ${DURABILITY}, SQLite, local blob store, open-file limit 8192 ` +
       `(prlimit), limits.max_connections 2000, max_connections_per_address 256, max_sessions_per_user 2000. ` +
       `vsftpd (Debian, own configs, a local user): one instance plain, one for FTPS with its own P-256 certificate, ` +
       `ssl_enable, force_local_logins_ssl and force_local_data_ssl YES, require_ssl_reuse=YES (its default, as the ` +
@@ -659,7 +709,8 @@ const text = table(
       `best kept. MB/s = 10^6 bytes/s; ratio = gateway/vsftpd throughput (time ratio for listings and logins, ` +
       `RSS ratio for memory: lower is better). RSS = VmRSS sampled every 100 ms, MiB. ` +
       `Client: lftp ${/Version (\S+)/.exec((await run(['lftp', '--version'])).stdout)?.[1] ?? ''} (GnuTLS), the TLS version ` +
-      `held by ssl:priority. The gateway fsyncs every upload before committing it; vsftpd does not.`,
+      `held by ssl:priority.`,
+    durabilityNote('vsftpd'),
     `Load average (1 min) at the start ${f1(loadAtStart)}, at the end ${f1(os.loadavg()[0]!)}, on ` +
       `${os.cpus().length} cores: other work shares the machine, so absolute figures are lower and noisier than ` +
       `on an idle one; the ratios, measured side by side in one run, are what counts.`,
@@ -672,5 +723,4 @@ const text = table(
   rows,
   started,
 );
-console.log(`\n${text}\n`);
-writeFileSync(path.join('test', 'bench', 'results-ftp.md'), `${text}\n`);
+writeResults('ftp', text, figures);

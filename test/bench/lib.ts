@@ -23,10 +23,21 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
+import { openSqlite } from './seed-actions.ts';
 
 export const MB = 1e6;
 export const MiB = 1024 * 1024;
-export const FILE_BYTES = Number(process.env.SVC_BENCH_FILE_MB ?? 1024) * MiB;
+/**
+ * QUICK (SVC_BENCH_QUICK=1) is a smoke run of the protocol benchmarks: a 64 MiB big file, 100
+ * small files, fewer idle connections and one repetition, to check that everything completes.
+ */
+export const QUICK = process.env.SVC_BENCH_QUICK === '1';
+export const FILE_BYTES = Number(process.env.SVC_BENCH_FILE_MB ?? (QUICK ? 64 : 1024)) * MiB;
+/** RUNS is how often each transfer runs per server, interleaved with the peer's; the best counts. */
+export const RUNS = QUICK ? 1 : 2;
+/** SMALL_FILES files of 4 KiB make the small-file rows. */
+export const SMALL_FILES = QUICK ? 100 : 1000;
 export const SIZE_LABEL =
   FILE_BYTES % (1024 * MiB) === 0 ? `${FILE_BYTES / (1024 * MiB)} GiB` : `${FILE_BYTES / MiB} MiB`;
 export const RSS_LIMIT_MIB = 150;
@@ -103,7 +114,13 @@ export interface ApiTarget {
 }
 
 /** api calls the gateway's REST API with its key or a session; anything but 200/201 throws. */
-export function api<T = unknown>(gw: ApiTarget, method: string, urlPath: string, body?: unknown): Promise<T> {
+export function api<T = unknown>(
+  gw: ApiTarget,
+  method: string,
+  urlPath: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<T> {
   const ca = readFileSync(`${gw.dataDir}/tls/cert.pem`);
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
@@ -119,6 +136,7 @@ export function api<T = unknown>(gw: ApiTarget, method: string, urlPath: string,
           ...(gw.key ? { 'X-SvcAPI-Key': gw.key } : {}),
           ...(gw.session ? { 'X-SvcAPI-Auth': gw.session } : {}),
           Accept: 'application/json',
+          ...headers,
           ...(payload
             ? { 'Content-Type': 'application/json', 'Content-Length': String(payload.length) }
             : {}),
@@ -509,4 +527,141 @@ export function table(title: string, notes: string[], rows: Row[], started: numb
     ...rows.map((r) => `| ${r.metric} | ${r.value} | ${r.peer} | ${r.ratio} |`),
     ...(extra ? ['', extra] : []),
   ].join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durability, the compiled gateway and the results files of the protocol benchmarks
+
+export type Durability = 'fsync' | 'os';
+
+/** DURABILITY is SVC_DURABILITY (storage.durability) for the gateway under test; fsync by default. */
+export const DURABILITY: Durability = (() => {
+  const v = process.env.SVC_DURABILITY ?? 'fsync';
+  if (v !== 'fsync' && v !== 'os') throw new Error(`SVC_DURABILITY must be fsync or os, not ${v}`);
+  return v;
+})();
+
+/** durabilityNote says, for a table's notes, what the gateway and `peer` do before an upload is answered. */
+export function durabilityNote(peer: string): string {
+  return DURABILITY === 'fsync'
+    ? `Durability \`fsync\` (SVC_DURABILITY, the default): the gateway has each upload's bytes and its ` +
+        `commit on disk before it answers; ${peer} does not fsync (the page cache), so upload rows compare ` +
+        `unlike work, marked "no fsync" beside the peer's figure.`
+    : `Durability \`os\` (SVC_DURABILITY=os): the gateway, like ${peer}, leaves uploads to the page cache ` +
+        `(no fsync before it answers); "no fsync" beside the peer's figure holds for both sides here.`;
+}
+
+/** noFsync labels a peer's upload figure: the peer answered before its bytes were on disk. */
+export const noFsync = (peer: string) => `${peer} (no fsync)`;
+
+/** benchTitle is a results table's title: the protocol and the durability setting of the run. */
+export const benchTitle = (protocol: string) =>
+  `${protocol} benchmark, durability \`${DURABILITY}\`${QUICK ? ' (QUICK smoke run: figures not comparable)' : ''}`;
+
+/** ServedGateway is the compiled gateway (`svc-gateway serve`) with an admin session for api(). */
+export interface ServedGateway {
+  served: ServedProcess;
+  pid: number;
+  dataDir: string;
+  ports: Record<string, number>;
+  /** the REST API as the site admin (session) */
+  rest: ApiTarget;
+}
+
+/**
+ * serveCompiled starts the gateway as an operator runs it: `svc-gateway serve` from the compiled
+ * dist/ (run `npm run compile` first; `npm run bench` does), on SQLite with the local blob store in
+ * `dataDir`, at DURABILITY, the site admin's password `adminPassword`, the front ends not named in
+ * `env` bound on free ports. Its stop is registered in cleanups.
+ */
+export async function serveCompiled(
+  dataDir: string,
+  adminPassword: string,
+  env: Record<string, string>,
+  opts: { prefix?: string[]; nodeArgs?: string[] } = {},
+): Promise<ServedGateway> {
+  if (!existsSync('dist/.built')) throw new Error('dist/ is not built: run `npm run compile` first');
+  const served = await serveProcess(
+    dataDir,
+    {
+      SVC_ADMIN_PASSWORD: adminPassword,
+      SVC_DURABILITY: DURABILITY,
+      SVC_TEST_DATABASE_URL: '',
+      ...env,
+    },
+    opts,
+  );
+  cleanups.push(async () => void (await stopProcess(served)));
+  const rest: ApiTarget = { port: served.ports.https!, dataDir };
+  rest.session = (
+    await api<{ id: string }>(rest, 'POST', '/sessions', { username: 'admin', password: adminPassword })
+  ).id;
+  return { served, pid: served.child.pid!, dataDir, ports: served.ports, rest };
+}
+
+/**
+ * populateSqlite writes `count` file rows (no blobs) into the folder big/ (made beforehand, e.g.
+ * POST /folders/big) of a gateway's SQLite file, while it runs; sizes spread without following names.
+ */
+export function populateSqlite(dataDir: string, count: number): void {
+  const db = openSqlite(path.join(dataDir, 'gateway.sqlite'));
+  try {
+    db.pragma('busy_timeout = 10000');
+    const insert = db.prepare(
+      'INSERT INTO files (path, parent, name, type, size, mtime, md5, crc32, blob_id) ' +
+        "VALUES (?, 'big', ?, 'file', ?, ?, NULL, NULL, NULL)",
+    );
+    const base = Date.now() - count * 1000;
+    db.transaction(() => {
+      for (let j = 0; j < count; j++) {
+        const name = `f${String(j).padStart(7, '0')}.bin`;
+        insert.run(`big/${name}`, name, (j * 7919) % 1_000_003, base + j * 1000);
+      }
+    })();
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Figure is one measured pair for the summary of `npm run bench` (test/bench/summary.ts): it reads
+ * the figures from results-<name>[-os].json, never the markdown.
+ */
+export interface Figure {
+  /** a stable key the summary looks up, e.g. `stor.plain` */
+  key: string;
+  gateway: number;
+  /** the peer's figure, null when there is none (a limit, not a server) */
+  peer: number | null;
+  peerName: string;
+  unit: 'MB/s' | 'files/s' | 'ms' | 'MiB';
+  /** false when the peer answered before its bytes were on disk (an upload to vsftpd, OpenSSH, nginx) */
+  peerFsyncs?: boolean;
+  /** the peer timed with an fsync of what it stored added (like for like with `fsync`) */
+  peerWithFsync?: number;
+}
+
+/** writeResults prints the table and writes results-<name>[-os].md and its figures as .json beside it. */
+export function writeResults(name: string, text: string, figures: Figure[]): void {
+  const base = path.join('test', 'bench', `results-${name}${DURABILITY === 'os' ? '-os' : ''}`);
+  console.log(`\n${text}\n`);
+  writeFileSync(`${base}.md`, `${text}\n`);
+  writeFileSync(
+    `${base}.json`,
+    `${JSON.stringify(
+      {
+        bench: name,
+        durability: DURABILITY,
+        quick: QUICK,
+        date: new Date().toISOString(),
+        sizeLabel: SIZE_LABEL,
+        smallFiles: SMALL_FILES,
+        runs: RUNS,
+        figures,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  console.log(`wrote ${base}.md and ${base}.json`);
 }

@@ -3,7 +3,7 @@
  * 100 users, 50 connections, on SQLite and PostgreSQL). Each server runs in its own process; the
  * peer, bare Koa over the same TLS, runs in the same session so results are read as a ratio.
  *
- *   npm run bench                         (PostgreSQL at SVC_BENCH_DATABASE_URL or 127.0.0.1:5432/test)
+ *   npm run bench:rest                    (PostgreSQL at SVC_BENCH_DATABASE_URL or 127.0.0.1:5432/test)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';

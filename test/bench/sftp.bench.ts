@@ -3,21 +3,27 @@
  * (an sshd on a high loopback port with its own sshd_config and host key in a temp dir) in one run:
  * 1 GiB upload and download with OpenSSH `sftp -b`, default and `-R 256 -B 261120` (the issue's
  * `-B 262144` is over OpenSSH sftp's own message limit, see TUNED_B), as a ratio to OpenSSH; 1,000 files of 4 KiB with `put -r` / `get -r`, files per second; `ls` of a
- * 10,000-entry folder; the gateway's RSS during the big transfers. Then a CPU profile of a second
+ * 10,000-entry folder; connect + login + `ls` of an empty folder; the gateway's RSS during the big
+ * transfers. Then a CPU profile of a second
  * gateway (node --cpu-prof) during one upload, summarised by function and by area, to tell whether
  * the SSH cipher on the event loop is the limit.
  *
- * The gateway runs in its own process (test/bench/serve.ts gateway --ports sftp), on SQLite with
- * the local blob store; a regular user (user_root the site root, grant full) logs in by password.
+ * The gateway runs as an operator runs it: `svc-gateway serve` from the compiled dist/ (`npm run
+ * bench:sftp` compiles first), at SVC_DURABILITY (fsync by default, or os), on SQLite with the
+ * local blob store; a regular user (user_root the site root, grant full) logs in by password. /big
+ * gets its 10,000 rows written into the SQLite file.
  * sshd logs in a throwaway local user created for the run (useradd, removed at the end) by
  * password (UsePAM no, StrictModes no). Both through sshpass. Every transfer runs twice, gateway
  * and OpenSSH interleaved, and the best time counts (the machine is shared).
  *
  *   npm run bench:sftp
+ *   SVC_DURABILITY=os npm run bench:sftp           (the gateway leaves uploads to the page cache)
  *   SVC_BENCH_FILE_MB=256 npm run bench:sftp      (a smaller big file, for a quick look)
+ *   SVC_BENCH_QUICK=1 npm run bench:sftp           (a smoke run: 64 MiB, 100 small files, 1 repetition)
  *
  * MB/s are 10^6 bytes per second; RSS is VmRSS in MiB. The table is printed and written to
- * test/bench/results-sftp.md. Needs root (useradd, sshd); installs openssh-server and sshpass if
+ * test/bench/results-sftp.md (results-sftp-os.md at os), its figures to results-sftp[-os].json for
+ * the summary of `npm run bench`. Needs root (useradd, sshd); installs openssh-server and sshpass if
  * missing.
  */
 import {
@@ -34,40 +40,47 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { stopProcess } from '../helpers/process.ts';
 import {
   api,
+  benchTitle,
   best,
   cleanups,
   CpuMeter,
+  DURABILITY,
+  durabilityNote,
   ensurePackage,
   f0,
   f1,
   f2,
+  type Figure,
   FILE_BYTES,
   generate,
-  type GatewayInfo,
   MiB,
   md5File,
   mbps,
   must,
+  noFsync,
+  populateSqlite,
   RSS_LIMIT_MIB,
   RssSampler,
   run,
   runCleanups,
   type Row,
+  RUNS,
   seconds,
+  serveCompiled,
   SIZE_LABEL,
+  SMALL_FILES,
   smallFiles,
-  startGateway,
   startSshd,
   stopChild,
   systemUser,
   table,
   timed,
+  writeResults,
 } from './lib.ts';
 
-const RUNS = 2;
-const SMALL_FILES = 1000;
 const SMALL_BYTES = 4096;
 const LIST_ENTRIES = 10_000;
 const LIST_RUNS = 3;
@@ -211,40 +224,49 @@ function summariseProfile(file: string, fromUs: number, toUs: number): string {
 // The run
 
 const rows: Row[] = [];
+const figures: Figure[] = [];
 const notes: string[] = [];
 let profileText = '';
 const started = performance.now();
 
-/** startSftpGateway starts a gateway with SFTP bound and the bench user; `nodeArgs` go to node. */
-async function startSftpGateway(nodeArgs: string[] = [], populate = 0) {
+/**
+ * startSftpGateway starts the compiled gateway in `dataDir` with SFTP bound, the bench user, an
+ * empty folder and, with `populate`, /big of that many rows; `nodeArgs` go to node.
+ */
+async function startSftpGateway(dataDir: string, nodeArgs: string[] = [], populate = 0) {
   const t = performance.now();
-  const gw = await startGateway(
-    ['--ports', 'sftp', ...(populate ? ['--populate', String(populate)] : [])],
-    nodeArgs,
+  const gw = await serveCompiled(
+    dataDir,
+    PASSWORD,
+    { SVC_FTP_PORT: 'off', SVC_FTPS_PORT: 'off', SVC_WEBDAV_PORT: 'off' },
+    { nodeArgs },
   );
-  cleanups.push(() => stopChild(gw.child));
-  const info: GatewayInfo = gw.info;
-  await api(info, 'POST', '/users', {
+  await api(gw.rest, 'POST', '/users', {
     username: USER,
     password: PASSWORD,
     user_root: '',
     grant_permission: 'full',
   });
+  await api(gw.rest, 'POST', '/folders/empty', {});
+  if (populate) {
+    await api(gw.rest, 'POST', '/folders/big', {});
+    populateSqlite(dataDir, populate);
+  }
   console.log(
-    `gateway pid ${info.pid}, SFTP :${info.ports.sftp}` +
-      (populate ? `, /big populated with ${populate} rows in ${info.populateMs} ms` : '') +
+    `gateway pid ${gw.pid} (compiled, durability ${DURABILITY}), SFTP :${gw.ports.sftp}` +
+      (populate ? `, /big populated with ${populate} rows` : '') +
       ` (up in ${f1(seconds(t))} s)`,
   );
   const server: Server = {
     name: 'gateway',
-    port: info.ports.sftp!,
+    port: gw.ports.sftp!,
     user: USER,
     stored: async (remote) => {
-      const e = await api<{ md5: string | null; size: number | null }>(info, 'GET', `/files/${remote}`);
+      const e = await api<{ md5: string | null; size: number | null }>(gw.rest, 'GET', `/files/${remote}`);
       return { md5: e.md5, size: e.size };
     },
   };
-  return { gw, info, server };
+  return { gw, server };
 }
 
 try {
@@ -263,7 +285,7 @@ try {
   mkdirSync(small);
   smallFiles(small, SMALL_FILES, SMALL_BYTES);
 
-  const { gw, info, server: gateway } = await startSftpGateway([], LIST_ENTRIES);
+  const { gw, server: gateway } = await startSftpGateway(path.join(work, 'data'), [], LIST_ENTRIES);
 
   // sshd: own config, host key and pid file in the work dir; password login for a local user.
   const home = path.join(work, 'sshd-home');
@@ -272,6 +294,7 @@ try {
   mkdirSync(sdir);
   const { uid, gid } = systemUser(SYS_USER, home, PASSWORD);
   mkdirSync(path.join(home, 'big'));
+  mkdirSync(path.join(home, 'empty'));
   for (let i = 0; i < LIST_ENTRIES; i++)
     writeFileSync(path.join(home, 'big', `f${String(i).padStart(7, '0')}.bin`), '');
   chownSync(home, uid, gid);
@@ -294,9 +317,9 @@ try {
   );
 
   // 1 GiB upload and download, default and tuned; the gateway's RSS sampled during its transfers.
-  const rss = new RssSampler(info.pid);
+  const rss = new RssSampler(gw.pid);
   const idle = rss.idle;
-  const cpu = new CpuMeter(info.pid);
+  const cpu = new CpuMeter(gw.pid);
   const down = path.join(work, 'down.bin');
   const result = new Map<string, { s: number; cpu: number }>();
   const keep = (key: string, s: number, c: number) => {
@@ -357,8 +380,16 @@ try {
           `${name} ${SIZE_LABEL}, sftp ${label}, md5 checked, best of ${RUNS}, MB/s ` +
           `(gateway CPU ${f0(g.cpu)}% of a core)`,
         value: f0(mbps(FILE_BYTES, g.s)),
-        peer: `OpenSSH: ${f0(mbps(FILE_BYTES, v.s))}`,
+        peer: `${op === 'up' ? noFsync('OpenSSH') : 'OpenSSH'}: ${f0(mbps(FILE_BYTES, v.s))}`,
         ratio: f2(v.s / g.s),
+      });
+      figures.push({
+        key: `${op === 'up' ? 'put' : 'get'}.${label === 'default' ? 'default' : 'tuned'}`,
+        gateway: mbps(FILE_BYTES, g.s),
+        peer: mbps(FILE_BYTES, v.s),
+        peerName: 'OpenSSH',
+        unit: 'MB/s',
+        ...(op === 'up' ? { peerFsyncs: false } : {}),
       });
     }
   }
@@ -368,6 +399,7 @@ try {
     peer: `limit ${RSS_LIMIT_MIB}`,
     ratio: f2(rss.max / RSS_LIMIT_MIB),
   });
+  figures.push({ key: 'rss.transfer', gateway: rss.max, peer: null, peerName: '', unit: 'MiB' });
 
   // 1,000 × 4 KiB: put -r to a fresh remote folder, then get -r it back to a fresh local one.
   const perServer = new Map<string, { up: number; down: number }>();
@@ -392,15 +424,23 @@ try {
   }
   const g = perServer.get('gateway')!;
   const v = perServer.get('OpenSSH')!;
-  for (const [dir, gs, vs] of [
-    ['up (`put -r`)', g.up, v.up],
-    ['down (`get -r`)', g.down, v.down],
+  for (const [dir, gs, vs, key] of [
+    ['up (`put -r`)', g.up, v.up, 'up'],
+    ['down (`get -r`)', g.down, v.down, 'down'],
   ] as const) {
     rows.push({
       metric: `${SMALL_FILES} × 4 KiB ${dir}, one sftp session incl. login, best of ${RUNS}, files/s`,
       value: f0(SMALL_FILES / gs),
-      peer: `OpenSSH: ${f0(SMALL_FILES / vs)}`,
+      peer: `${key === 'up' ? noFsync('OpenSSH') : 'OpenSSH'}: ${f0(SMALL_FILES / vs)}`,
       ratio: f2(vs / gs),
+    });
+    figures.push({
+      key: `small.${key}`,
+      gateway: SMALL_FILES / gs,
+      peer: SMALL_FILES / vs,
+      peerName: 'OpenSSH',
+      unit: 'files/s',
+      ...(key === 'up' ? { peerFsyncs: false } : {}),
     });
   }
 
@@ -415,11 +455,15 @@ try {
       return took;
     });
   const login = (s: Server) => best(LIST_RUNS, async () => (await sftp(s, ['pwd'])) * 1000);
+  /** connect + login + `ls` of an empty folder, as a client opening a session does. */
+  const empty = (s: Server) => best(LIST_RUNS, async () => (await sftp(s, ['ls empty'])) * 1000);
   const listed: Record<string, number> = {};
   for (const cmd of ['ls -1 big', 'ls -l big'])
     for (const s of servers) listed[`${s.name} ${cmd}`] = await list(s, cmd);
   const gLogin = await login(gateway);
   const pLogin = await login(peer);
+  const gEmpty = await empty(gateway);
+  const pEmpty = await empty(peer);
   for (const cmd of ['ls -1 big', 'ls -l big']) {
     const gMs = listed[`gateway ${cmd}`]!;
     const pMs = listed[`OpenSSH ${cmd}`]!;
@@ -432,14 +476,31 @@ try {
       peer: `OpenSSH: ${f0(pMs)} (login alone: ${f0(pLogin)})`,
       ratio: f2(gMs / pMs),
     });
+    figures.push({
+      key: cmd === 'ls -l big' ? 'list.long' : 'list.names',
+      gateway: gMs,
+      peer: pMs,
+      peerName: 'OpenSSH',
+      unit: 'ms',
+    });
   }
-  await stopChild(gw.child);
+  rows.push({
+    metric: `connect + login + \`ls empty\` (an empty folder), one sftp session, best of ${LIST_RUNS}, ms`,
+    value: f0(gEmpty),
+    peer: `OpenSSH: ${f0(pEmpty)}`,
+    ratio: f2(gEmpty / pEmpty),
+  });
+  figures.push({ key: 'login.empty', gateway: gEmpty, peer: pEmpty, peerName: 'OpenSSH', unit: 'ms' });
+  await stopProcess(gw.served);
   await stopChild(sshd);
 
   // A CPU profile of a fresh gateway during one default upload.
   const profDir = path.join(work, 'prof');
-  const pg = await startSftpGateway(['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
-  const meter = new CpuMeter(pg.info.pid);
+  const pg = await startSftpGateway(path.join(work, 'data-prof'), [
+    '--cpu-prof',
+    `--cpu-prof-dir=${profDir}`,
+  ]);
+  const meter = new CpuMeter(pg.gw.pid);
   const part = path.join(work, 'part.bin');
   generate(part, PROFILE_BYTES);
   meter.start();
@@ -447,7 +508,7 @@ try {
   const upS = await sftp(pg.server, [`put ${part} prof.bin`]);
   const to = monoUs();
   const pct = meter.stop();
-  await stopChild(pg.gw.child);
+  await stopProcess(pg.gw.served);
   const prof = existsSync(profDir) ? readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')) : [];
   if (prof.length === 0) {
     profileText = 'CPU profile: none written (the child did not exit through process.exit?)';
@@ -462,16 +523,17 @@ try {
 }
 
 const text = table(
-  'SFTP benchmark',
+  benchTitle('SFTP'),
   [
-    `Gateway (test/bench/serve.ts, SQLite, local blob store) and OpenSSH sftp-server (own sshd on loopback) side by ` +
+    `Gateway (\`svc-gateway serve\` from the compiled dist/, storage.durability ${DURABILITY}, SQLite, local ` +
+      `blob store) and OpenSSH sftp-server (own sshd on loopback) side by ` +
       `side in one run, each transfer ${RUNS}× interleaved, best kept. MB/s = 10^6 bytes/s; ratio = gateway/OpenSSH ` +
       `throughput (time ratio for listings: lower is better). RSS = VmRSS sampled every 100 ms, MiB.`,
+    durabilityNote('OpenSSH sftp-server'),
     ...notes,
   ],
   rows,
   started,
   profileText,
 );
-console.log(`\n${text}\n`);
-writeFileSync(path.join('test', 'bench', 'results-sftp.md'), `${text}\n`);
+writeResults('sftp', text, figures);

@@ -1,19 +1,25 @@
 /**
  * WebDAV benchmark: the gateway's WebDAV front end against nginx's dav module (with dav-ext for
  * PROPFIND), both over HTTPS on loopback with the gateway's generated certificate, side by side in
- * one run: a 1 GiB PUT and GET with curl, 1,000 files of 4 KiB with `rclone copy`, PROPFIND Depth 1
- * of a 10,000-entry folder, and the gateway's RSS during the big transfers. The gateway runs in its
- * own process (test/bench/serve.ts `gateway --ports webdav --populate 10000`), on SQLite with the
- * local blob store, and is reached with its site-wide API key as the Basic username.
+ * one run: a 1 GiB PUT and GET with curl, 1,000 files of 4 KiB with `rclone copy` and with one curl
+ * --parallel (PUT, then GET), PROPFIND Depth 1 of a 10,000-entry folder and of an empty one (connect
+ * + login + listing), and the gateway's RSS during the big transfers. The gateway runs as an
+ * operator runs it: `svc-gateway serve` from the compiled dist/ (`npm run bench:webdav` compiles
+ * first), at SVC_DURABILITY (fsync by default, or os), on SQLite with the local blob store, /big's
+ * 10,000 rows written into the SQLite file; it is reached with an API key of the site admin as the
+ * Basic username.
  *
  *   npm run bench:webdav
+ *   SVC_DURABILITY=os npm run bench:webdav           (the gateway leaves uploads to the page cache)
  *   SVC_BENCH_FILE_MB=256 npm run bench:webdav      (a smaller big file, for a quick look)
+ *   SVC_BENCH_QUICK=1 npm run bench:webdav           (a smoke run: 64 MiB, 100 small files, 1 repetition)
  *
  * The machine is shared and noisy: every transfer runs RUNS times on each server, alternating which
  * server goes first, and the best time is kept. MB/s are 10^6 bytes per second; RSS is VmRSS in
- * MiB. The table is printed and written to test/bench/results-webdav.md.
+ * MiB. The table is printed and written to test/bench/results-webdav.md (results-webdav-os.md at
+ * os), its figures to results-webdav[-os].json for the summary of `npm run bench`.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomFillSync } from 'node:crypto';
 import {
   chmodSync,
@@ -32,14 +38,30 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { cleanups, davTools, runCleanups, startNginx } from './lib.ts';
+import {
+  api,
+  benchTitle,
+  cleanups,
+  davTools,
+  DURABILITY,
+  durabilityNote,
+  type Figure,
+  FILE_BYTES,
+  MB,
+  MiB,
+  noFsync,
+  populateSqlite,
+  RUNS,
+  runCleanups,
+  serveCompiled,
+  SMALL_FILES,
+  startNginx,
+  stopChild,
+  table,
+  writeResults,
+} from './lib.ts';
 
-const MB = 1e6;
-const MiB = 1024 * 1024;
-const FILE_BYTES = Number(process.env.SVC_BENCH_FILE_MB ?? 1024) * MiB;
-const RUNS = 2;
-const SMALL_FILES = 1000;
+const PASSWORD = 'Bench-password-1';
 const SMALL_BYTES = 4096;
 const SMALL_CONCURRENCY = 4;
 const LIST_ENTRIES = 10_000;
@@ -72,44 +94,6 @@ function run(command: string, args: string[], timeoutMs = 300_000): Promise<Ran>
       resolve({ code, stdout, stderr, s: seconds(t0) });
     });
   });
-}
-
-interface GatewayInfo {
-  port: number;
-  key: string;
-  dataDir: string;
-  pid: number;
-  ports: Record<string, number>;
-  populateMs: number;
-}
-
-async function startGateway(populate: number): Promise<{ child: ChildProcess; info: GatewayInfo }> {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'test/bench/serve.ts',
-      'gateway',
-      '--ports',
-      'webdav',
-      '--populate',
-      String(populate),
-    ],
-    { env: { ...process.env, SVC_TEST_DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const line = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`gateway exited with ${code}`)));
-  });
-  return { child, info: JSON.parse(line) as GatewayInfo };
-}
-
-async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill(signal);
-  await exited;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,6 +192,7 @@ interface Row {
   ratio: string;
 }
 const rows: Row[] = [];
+const figures: Figure[] = [];
 const mbps = (bytes: number, s: number) => bytes / MB / s;
 const f0 = (x: number) => x.toFixed(0);
 const f1 = (x: number) => x.toFixed(1);
@@ -238,26 +223,41 @@ try {
     writeFileSync(path.join(small, `s${String(i).padStart(4, '0')}.bin`), smallBuf);
   }
 
-  // The gateway, with /big holding LIST_ENTRIES rows made through its core.
+  // The compiled gateway, with /big holding LIST_ENTRIES rows written into its SQLite file, an
+  // empty folder, and an API key of the site admin for Basic authentication.
   t = performance.now();
-  const gw = await startGateway(LIST_ENTRIES);
-  cleanups.push(async () => {
-    await stopChild(gw.child);
-    rmSync(gw.info.dataDir, { recursive: true, force: true });
+  const dataDir = path.join(work, 'data');
+  const gw = await serveCompiled(dataDir, PASSWORD, {
+    SVC_FTP_PORT: 'off',
+    SVC_FTPS_PORT: 'off',
+    SVC_SFTP_PORT: 'off',
   });
-  const davPort = gw.info.ports.webdav;
-  if (!davPort) throw new Error(`the gateway bound no webdav port: ${JSON.stringify(gw.info.ports)}`);
-  const pid = gw.info.pid;
+  const davPort = gw.ports.webdav;
+  if (!davPort) throw new Error(`the gateway bound no webdav port: ${JSON.stringify(gw.ports)}`);
+  const pid = gw.pid;
+  const key = (
+    await api<{ key: string }>(
+      gw.rest,
+      'POST',
+      '/api_keys',
+      { name: 'webdav bench' },
+      { 'X-Svc-Reauthentication': `password:${PASSWORD}` },
+    )
+  ).key;
+  await api(gw.rest, 'POST', '/folders/big', {});
+  await api(gw.rest, 'POST', '/folders/empty', {});
+  populateSqlite(dataDir, LIST_ENTRIES);
   console.log(
-    `gateway pid ${pid}, WebDAV on :${davPort}, data dir ${gw.info.dataDir}; ${LIST_ENTRIES} rows ` +
-      `populated in ${gw.info.populateMs} ms (up in ${f1(seconds(t))} s)`,
+    `gateway pid ${pid} (compiled, durability ${DURABILITY}), WebDAV on :${davPort}, data dir ${dataDir}; ` +
+      `${LIST_ENTRIES} rows populated (up in ${f1(seconds(t))} s)`,
   );
-  const tlsDir = path.join(gw.info.dataDir, 'tls');
+  const tlsDir = path.join(dataDir, 'tls');
   const ca = path.join(tlsDir, 'cert.pem');
 
   // nginx, its DAV root holding a /big of LIST_ENTRIES sparse files of the same names and sizes.
   const davRoot = path.join(work, 'dav');
   mkdirSync(path.join(davRoot, 'big'), { recursive: true });
+  mkdirSync(path.join(davRoot, 'empty'));
   for (let j = 0; j < LIST_ENTRIES; j++) {
     const name = path.join(davRoot, 'big', `f${String(j).padStart(7, '0')}.bin`);
     writeFileSync(name, '');
@@ -274,8 +274,8 @@ try {
   const gateway: Server = {
     name: 'gateway',
     base: `https://127.0.0.1:${davPort}`,
-    curlAuth: ['-u', `${gw.info.key}:`],
-    rcloneAuth: ['--webdav-user', gw.info.key, '--webdav-pass', rclonePass],
+    curlAuth: ['-u', `${key}:`],
+    rcloneAuth: ['--webdav-user', key, '--webdav-pass', rclonePass],
   };
   const nginx: Server = {
     name: 'nginx',
@@ -348,9 +348,11 @@ try {
   const getG = mbps(FILE_BYTES, get.gateway);
   const getN = mbps(FILE_BYTES, get.nginx);
   rows.push({
-    metric: `PUT ${sizeLabel} with curl -T (gateway fsyncs before 201; md5 checked), best of ${RUNS}, MB/s`,
+    metric:
+      `PUT ${sizeLabel} with curl -T (gateway ${DURABILITY === 'fsync' ? 'fsyncs before 201' : 'durability os: no fsync'}; ` +
+      `md5 checked), best of ${RUNS}, MB/s`,
     value: f0(putG),
-    peer: `nginx dav: ${f0(putN)}`,
+    peer: `${noFsync('nginx dav')}: ${f0(putN)}`,
     ratio: f2(putG / putN),
   });
   rows.push({
@@ -365,8 +367,27 @@ try {
     peer: `nginx: ${f0(getN)}`,
     ratio: f2(getG / getN),
   });
+  figures.push(
+    {
+      key: 'put',
+      gateway: putG,
+      peer: putN,
+      peerName: 'nginx',
+      unit: 'MB/s',
+      peerFsyncs: false,
+      peerWithFsync: putNS,
+    },
+    { key: 'get', gateway: getG, peer: getN, peerName: 'nginx', unit: 'MB/s' },
+    {
+      key: 'rss.transfer',
+      gateway: Math.max(putRss, getRss),
+      peer: null,
+      peerName: '',
+      unit: 'MiB',
+    },
+  );
   rows.push({
-    metric: `gateway max RSS during the ${sizeLabel} PUTs, MiB (idle before: ${f0(idle)}, so +${f0(putRss - idle)}; the child runs under the tsx loader, ~40 MiB more than compiled)`,
+    metric: `gateway max RSS during the ${sizeLabel} PUTs, MiB (idle before: ${f0(idle)}, so +${f0(putRss - idle)})`,
     value: f0(putRss),
     peer: `limit ${RSS_LIMIT_MIB}`,
     ratio: f2(putRss / RSS_LIMIT_MIB),
@@ -433,53 +454,94 @@ try {
   // pacer starts at most one request per 10 ms (MKCOL + PUT + PROPFIND per file, so ~30 files/s on
   // any server); this row is bound by the servers instead.
   const names = readdirSync(small).sort();
+  /** parallel runs one curl --parallel over `entries` (config lines per file); `want` statuses counted. */
+  const parallelCurl = async (s: Server, label: string, entries: string[], want: string): Promise<number> => {
+    const cfg = path.join(work, `curl-${s.name}-${label}.cfg`);
+    writeFileSync(cfg, entries.join(''));
+    const r = await run('curl', [
+      '-sS',
+      '--http1.1',
+      '--cacert',
+      ca,
+      ...s.curlAuth,
+      '--parallel',
+      '--parallel-immediate',
+      '--parallel-max',
+      String(SMALL_CONCURRENCY),
+      '-w',
+      '%{http_code}\n',
+      '-K',
+      cfg,
+    ]);
+    const ok = r.stdout.split('\n').filter((c) => c === want).length;
+    if (r.code !== 0 || ok !== SMALL_FILES)
+      throw new Error(
+        `curl --parallel ${label} (${s.name}): exit ${r.code}, ${ok} answered ${want}; ${r.stderr.slice(-300)}`,
+      );
+    return SMALL_FILES / r.s;
+  };
   const parallel = { gateway: 0, nginx: 0 };
+  const parallelGet = { gateway: 0, nginx: 0 };
   for (let i = 0; i < RUNS; i++) {
     for (const s of both(i)) {
       const dest = `curl-${i}`;
       const mk = await curl(s, ['-X', 'MKCOL', '-o', '/dev/null', `${s.base}/${dest}/`], ca);
       if (mk.status !== 201) throw new Error(`MKCOL ${dest} (${s.name}): ${mk.status}`);
-      const cfg = path.join(work, `curl-${s.name}-${i}.cfg`);
-      writeFileSync(
-        cfg,
-        names
-          .map(
-            (n) =>
-              `url = "${s.base}/${dest}/${n}"\nupload-file = "${path.join(small, n)}"\noutput = "/dev/null"\n`,
-          )
-          .join(''),
+      const k = s.name as 'gateway' | 'nginx';
+      const fps = await parallelCurl(
+        s,
+        `put-${i}`,
+        names.map(
+          (n) =>
+            `url = "${s.base}/${dest}/${n}"\nupload-file = "${path.join(small, n)}"\noutput = "/dev/null"\n`,
+        ),
+        '201',
       );
-      const r = await run('curl', [
-        '-sS',
-        '--http1.1',
-        '--cacert',
-        ca,
-        ...s.curlAuth,
-        '--parallel',
-        '--parallel-immediate',
-        '--parallel-max',
-        String(SMALL_CONCURRENCY),
-        '-w',
-        '%{http_code}\n',
-        '-K',
-        cfg,
-      ]);
-      const created = r.stdout.split('\n').filter((c) => c === '201').length;
-      if (r.code !== 0 || created !== SMALL_FILES)
-        throw new Error(
-          `curl --parallel (${s.name}): exit ${r.code}, ${created} created; ${r.stderr.slice(-300)}`,
-        );
-      const fps = SMALL_FILES / r.s;
-      parallel[s.name as 'gateway' | 'nginx'] = Math.max(parallel[s.name as 'gateway' | 'nginx'], fps);
-      console.log(`curl --parallel PUT ${s.name} run ${i + 1}: ${f0(fps)} files/s (${f1(r.s)} s)`);
+      parallel[k] = Math.max(parallel[k], fps);
+      console.log(`curl --parallel PUT ${s.name} run ${i + 1}: ${f0(fps)} files/s`);
+    }
+    // The files just stored, read back the same way.
+    for (const s of both(i)) {
+      const k = s.name as 'gateway' | 'nginx';
+      const fps = await parallelCurl(
+        s,
+        `get-${i}`,
+        names.map((n) => `url = "${s.base}/curl-${i}/${n}"\noutput = "/dev/null"\n`),
+        '200',
+      );
+      parallelGet[k] = Math.max(parallelGet[k], fps);
+      console.log(`curl --parallel GET ${s.name} run ${i + 1}: ${f0(fps)} files/s`);
     }
   }
   rows.push({
     metric: `PUT of the same ${SMALL_FILES} × 4 KiB files with one curl --parallel (${SMALL_CONCURRENCY} connections, keep-alive), best of ${RUNS}, files/s`,
     value: f0(parallel.gateway),
-    peer: `nginx dav: ${f0(parallel.nginx)}`,
+    peer: `${noFsync('nginx dav')}: ${f0(parallel.nginx)}`,
     ratio: f2(parallel.gateway / parallel.nginx),
   });
+  rows.push({
+    metric: `GET of those ${SMALL_FILES} files with one curl --parallel (${SMALL_CONCURRENCY} connections, keep-alive), best of ${RUNS}, files/s`,
+    value: f0(parallelGet.gateway),
+    peer: `nginx: ${f0(parallelGet.nginx)}`,
+    ratio: f2(parallelGet.gateway / parallelGet.nginx),
+  });
+  figures.push(
+    {
+      key: 'small.put',
+      gateway: parallel.gateway,
+      peer: parallel.nginx,
+      peerName: 'nginx',
+      unit: 'files/s',
+      peerFsyncs: false,
+    },
+    {
+      key: 'small.get',
+      gateway: parallelGet.gateway,
+      peer: parallelGet.nginx,
+      peerName: 'nginx',
+      unit: 'files/s',
+    },
+  );
 
   // PROPFIND Depth 1 of /big: allprop (empty body, as Explorer asks) and the four props rclone asks for.
   const propBody = path.join(work, 'prop.xml');
@@ -539,24 +601,62 @@ try {
       peer: tools.davExt ? `nginx dav-ext: ${bytes.nginx}` : '—',
       ratio: tools.davExt ? f2(bytes.gateway / bytes.nginx) : '—',
     });
+    figures.push({
+      key: body.length === 0 ? 'list.allprop' : 'list.props',
+      gateway: best.gateway * 1000,
+      peer: tools.davExt ? best.nginx * 1000 : null,
+      peerName: 'nginx dav-ext',
+      unit: 'ms',
+    });
   }
+
+  // Connect + login + PROPFIND Depth 1 of an empty folder: a new curl (TCP, TLS, Basic) each time.
+  const empty = { gateway: Infinity, nginx: Infinity };
+  for (let i = 0; i < PROPFIND_RUNS; i++) {
+    for (const s of both(i)) {
+      if (s === nginx && !tools.davExt) continue;
+      const out = path.join(work, `empty-${s.name}.xml`);
+      const r = await curl(s, ['-X', 'PROPFIND', '-H', 'Depth: 1', '-o', out, `${s.base}/empty/`], ca);
+      const n = countResponses(readFileSync(out, 'utf8'));
+      if (r.status !== 207 || n !== 1)
+        throw new Error(`PROPFIND /empty/ (${s.name}): ${r.status} with ${n} responses`);
+      const k = s.name as 'gateway' | 'nginx';
+      empty[k] = Math.min(empty[k], r.s);
+    }
+  }
+  rows.push({
+    metric: `connect + login + PROPFIND Depth 1 of an empty folder, a new curl each time, best of ${PROPFIND_RUNS}, ms`,
+    value: f0(empty.gateway * 1000),
+    peer: tools.davExt
+      ? `nginx dav-ext (no login): ${f0(empty.nginx * 1000)}`
+      : 'nginx: skipped (no dav-ext)',
+    ratio: tools.davExt ? f2(empty.gateway / empty.nginx) : '—',
+  });
+  figures.push({
+    key: 'login.empty',
+    gateway: empty.gateway * 1000,
+    peer: tools.davExt ? empty.nginx * 1000 : null,
+    peerName: 'nginx dav-ext',
+    unit: 'ms',
+  });
   console.log(`nginx DAV root left ${readdirSync(davRoot).length} entries; stopping`);
 } finally {
   await runCleanups();
 }
 
-const header = [
-  `WebDAV benchmark, ${new Date().toISOString()}, ${process.version}, ${os.cpus().length} cores, ` +
-    `${os.cpus()[0]?.model ?? ''}; total ${f0(seconds(started))} s`,
-  `Gateway (test/bench/serve.ts, SQLite, local blob store, site key as Basic user) and nginx (dav + dav-ext, ` +
-    `1 worker) side by side over HTTPS on loopback with the gateway's certificate; curl --http1.1, rclone ` +
-    `${spawnSync('rclone', ['version'], { encoding: 'utf8' }).stdout?.split('\n')[0] ?? ''}. Each transfer ` +
-    `${RUNS}× per server, alternating order, best kept; shared 2-core machine. MB/s = 10^6 bytes/s; RSS = VmRSS ` +
-    `sampled every 100 ms, MiB.`,
-  '',
-  '| metric | value | peer | ratio |',
-  '|---|---:|---|---:|',
-  ...rows.map((r) => `| ${r.metric} | ${r.value} | ${r.peer} | ${r.ratio} |`),
-].join('\n');
-console.log(`\n${header}\n`);
-writeFileSync(path.join('test', 'bench', 'results-webdav.md'), `${header}\n`);
+const text = table(
+  benchTitle('WebDAV'),
+  [
+    `Gateway (\`svc-gateway serve\` from the compiled dist/, storage.durability ${DURABILITY}, SQLite, local ` +
+      `blob store, an API key of the site admin as Basic user) and nginx (dav + dav-ext, 1 worker, no ` +
+      `authentication) side by side over HTTPS on loopback with the gateway's certificate; curl --http1.1, rclone ` +
+      `${spawnSync('rclone', ['version'], { encoding: 'utf8' }).stdout?.split('\n')[0] ?? ''}. Each transfer ` +
+      `${RUNS}× per server, alternating order, best kept; shared 2-core machine. MB/s = 10^6 bytes/s; RSS = VmRSS ` +
+      `sampled every 100 ms, MiB.`,
+    durabilityNote('nginx') +
+      ` The ${sizeLabel} PUT is also timed with an fsync of the file nginx stored added (like for like with \`fsync\`).`,
+  ],
+  rows,
+  started,
+);
+writeResults('webdav', text, figures);

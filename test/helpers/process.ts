@@ -17,14 +17,21 @@ export interface ServedProcess {
 
 /**
  * serveProcess starts `svc-gateway serve` on loopback with every port chosen by the system.
- * `prefix` runs it through another program that execs it (`prlimit --nofile=256 --`).
+ * `prefix` runs it through another program that execs it (`prlimit --nofile=256 --`); `nodeArgs`
+ * go to node (`--cpu-prof`).
  */
 export function serveProcess(
   dataDir: string,
   env: Record<string, string>,
-  opts: { prefix?: string[] } = {},
+  opts: { prefix?: string[]; nodeArgs?: string[] } = {},
 ): Promise<ServedProcess> {
-  const argv = [...(opts.prefix ?? []), process.execPath, 'bin/svc-gateway.js', 'serve'];
+  const argv = [
+    ...(opts.prefix ?? []),
+    process.execPath,
+    ...(opts.nodeArgs ?? []),
+    'bin/svc-gateway.js',
+    'serve',
+  ];
   const child = spawn(argv[0]!, argv.slice(1), {
     env: {
       ...process.env,
