@@ -38,6 +38,7 @@ import { publicKeyRoutes } from './routes/public_keys.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
 import { zipRoutes } from './routes/zip.ts';
+import { connectionRoutes } from './routes/connections.ts';
 
 /** API_PREFIX is where SPEC's versioned API lives. */
 export const API_PREFIX = '/api/rest/v1';
@@ -242,6 +243,7 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
       fileRoutes(guarded, core);
       zipRoutes(guarded, core);
       bundleRoutes(guarded, core);
+      connectionRoutes(guarded, core);
     }
     app.use(guarded.routes()).use(guarded.allowedMethods());
   };

@@ -32,6 +32,7 @@ import { Metrics } from './metrics.ts';
 import { Paginator } from './pagination.ts';
 import { Readiness, type ReadinessReport } from './readiness.ts';
 import type { Interface, Principal } from './principal.ts';
+import { Connections } from './connections/connections.ts';
 
 export {
   GatewayError,
@@ -77,6 +78,15 @@ export {
 } from './bundles/bundles.ts';
 export type { Metrics } from './metrics.ts';
 export type { ReadinessReport } from './readiness.ts';
+export type {
+  Connection,
+  Connections,
+  ConnectionOpening,
+  LiveConnection,
+  LiveTransfer,
+  TransferDirection,
+  TransferStart,
+} from './connections/connections.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {
@@ -123,6 +133,11 @@ export interface Core {
   authenticateApiKey(key: string, iface: Interface, ip: string): Promise<Principal>;
   /** close waits for queued database work and closes the database. */
   close(): Promise<void>;
+  /**
+   * connections are the live sessions of every instance (issue 15): adapters register theirs,
+   * site admins list them and end them on whatever instance serves them.
+   */
+  readonly connections: Connections;
 }
 
 /** TlsMaterial is a PEM certificate chain and its private key (HTTPS, WebDAV, FTPS). */
@@ -207,6 +222,8 @@ export async function createCore(
   );
   events.webhooks.watch(metrics);
   const readiness = new Readiness(db, files.store);
+  const connections = new Connections(ctx);
+  if (opts.background !== false) connections.start();
   const core: Core = {
     config,
     log,
@@ -231,6 +248,7 @@ export async function createCore(
       },
     },
     metrics,
+    connections,
     readiness: () => readiness.check(),
     drain: () => readiness.drain(),
     authenticateApiKey(key, iface, ip) {
@@ -242,6 +260,7 @@ export async function createCore(
       });
     },
     async close() {
+      await connections.stop();
       await events.stop();
       await files.stop();
       await db.close();
