@@ -7,7 +7,6 @@
  *
  * PostgreSQL only: two instances need one shared database, which SQLite is not.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
@@ -17,7 +16,7 @@ import { expect } from 'chai';
 import { freshDatabase, type FreshDatabase } from '../helpers/database.ts';
 import { dbKind, TEST_DATABASE_URL } from '../helpers/gateway.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
-import { SSH_OPTIONS } from './sftp/clients.ts';
+import { openSftp, sftpClosed, type OpenSftp } from '../helpers/open-sftp.ts';
 
 const API = '/api/rest/v1';
 const ADMIN_PASSWORD = 'connections-admin-1';
@@ -79,43 +78,6 @@ function call(
   });
 }
 
-/** Sftp is an OpenSSH sftp process reading commands from a pipe kept open. */
-interface Sftp {
-  child: ChildProcess;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
-function openSftp(port: number, username: string, limitKbit?: number): Sftp {
-  const child = spawn(
-    'sshpass',
-    [
-      ...['-p', PASSWORD, 'sftp'],
-      ...(limitKbit ? ['-l', String(limitKbit)] : []),
-      ...['-P', String(port), ...SSH_OPTIONS],
-      ...['-o', 'BatchMode=no', '-o', 'PubkeyAuthentication=no', '-o', 'NumberOfPasswordPrompts=1'],
-      `${username}@127.0.0.1`,
-    ],
-    { stdio: ['pipe', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-  child.stdout!.resume();
-  child.stdin!.on('error', () => undefined);
-  const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
-  return { child, stderr: () => stderr, exited };
-}
-
-/**
- * closed waits (bounded) until the client says its connection closed: sftp prints "Connection
- * closed" (sshpass, holding its terminal, may outlive it while the pipe stays open).
- */
-async function closed(sftp: Sftp): Promise<void> {
-  for (let i = 0; i < 100 && sftp.child.exitCode === null && !/closed/i.test(sftp.stderr()); i++)
-    await sleep(200);
-  expect(sftp.stderr()).to.match(/closed/i);
-}
-
 (dbKind === 'postgres' ? describe : describe.skip)(
   'live connections across two gateway processes (PostgreSQL only: they share one database)',
   function () {
@@ -126,7 +88,7 @@ async function closed(sftp: Sftp): Promise<void> {
     let b: ServedProcess;
     let session: string;
     let username: string;
-    const clients: Sftp[] = [];
+    const clients: OpenSftp[] = [];
 
     const list = async (): Promise<Listed[]> => {
       const r = await call(a.ports.https!, 'GET', '/connections', { session });
@@ -184,9 +146,9 @@ async function closed(sftp: Sftp): Promise<void> {
     });
 
     it("lists an sftp upload on B in A's list, with its bytes, and ends it from A", async () => {
-      const sftp = openSftp(b.ports.sftp!, username, 800);
+      const sftp = openSftp(b.ports.sftp!, username, PASSWORD, 800);
       clients.push(sftp);
-      sftp.child.stdin!.write(`put ${path.join(work, 'big.bin')} big.bin\n`);
+      sftp.run(`put ${path.join(work, 'big.bin')} big.bin`);
       const rows = await until((all) => all.some((c) => c.username === username && c.transfer_bytes > 0));
       const row = rows.find((c) => c.username === username)!;
       expect(row, JSON.stringify(rows)).to.include({
@@ -204,7 +166,7 @@ async function closed(sftp: Sftp): Promise<void> {
       const r = await call(a.ports.https!, 'DELETE', `/connections/${row.id}`, { session });
       expect(r.status, r.text).to.equal(200);
       // B closes it at its next renewal: the client is disconnected with the reason.
-      await closed(sftp);
+      await sftpClosed(sftp);
       expect(sftp.stderr()).to.match(
         /Received disconnect from .*: Your connection was ended by an administrator/,
       );
@@ -213,13 +175,13 @@ async function closed(sftp: Sftp): Promise<void> {
     });
 
     it('drops the rows of B after B is killed with SIGKILL, once they expire', async () => {
-      const sftp = openSftp(b.ports.sftp!, username);
+      const sftp = openSftp(b.ports.sftp!, username, PASSWORD);
       clients.push(sftp);
       const rows = await until((all) => all.some((c) => c.username === username));
       const row = rows.find((c) => c.username === username)!;
       expect(row).to.include({ interface: 'sftp', transfer_path: null });
       b.child.kill('SIGKILL');
-      await closed(sftp);
+      await sftpClosed(sftp);
       // Nobody deleted the row (B died): it is left out once not renewed for the expiry (15 s).
       const after = await until((all) => !all.some((c) => c.id === row.id), 80);
       expect(after.map((c) => c.id)).to.not.include(row.id);
