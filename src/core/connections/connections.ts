@@ -20,6 +20,7 @@ import os from 'node:os';
 import { In, IsNull, LessThan, MoreThanOrEqual, Not, type EntityManager } from 'typeorm';
 import { ConnectionEntity, type ConnectionRow, type TransferDirection } from '../../db/entities.ts';
 import { requireSiteAdmin } from '../access/guards.ts';
+import { LogThrottle } from '../../log.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import type { Page, PageRequest } from '../pagination.ts';
@@ -111,6 +112,7 @@ export class Connections {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private lastForget = 0;
+  private readonly throttle = new LogThrottle(60_000);
   readonly timing: ConnectionTiming;
 
   constructor(
@@ -187,7 +189,9 @@ export class Connections {
   renew(): Promise<void> {
     this.running ??= this.renewOnce()
       .catch((err: unknown) => {
-        this.ctx.log.warn('connections: renewal failed', { error: String(err) });
+        // A database outage fails every renewal: a line a minute, with how many were held back.
+        const take = this.throttle.take('renewal');
+        if (take) this.ctx.log.warn('connections: renewal failed', { error: String(err), held: take.held });
       })
       .finally(() => {
         this.running = null;

@@ -6,6 +6,7 @@
  * transfer's bytes, the end request reaching the owner at its next renewal, and a dead
  * instance's rows hidden after the expiry and deleted later.
  */
+import https from 'node:https';
 import net from 'node:net';
 import { expect } from 'chai';
 import { operatorPrincipal, type Principal } from '../../../src/core/index.ts';
@@ -91,8 +92,8 @@ describe('REST /connections: live connections of every instance', () => {
   });
 
   before(async () => {
-    gw = await startTestGateway({ ports: { ftp: 0 } });
-    user = await createUser(gw, { user_root: '' });
+    gw = await startTestGateway({ ports: { ftp: 0, webdav: 0 } });
+    user = await createUser(gw, { user_root: '', grant_permission: 'full' });
     // Another instance on the same database: its own Connections, renewed only when the test says.
     const ctx = { db: dbOf(gw.core), log: gw.core.log, paginator: new Paginator('other') };
     other = new Connections(ctx as unknown as CoreContext);
@@ -147,6 +148,43 @@ describe('REST /connections: live connections of every instance', () => {
       left = (await list()).filter((c) => c.username === user.username);
     }
     expect(left).to.deep.equal([]);
+  });
+
+  it('lists a WebDAV client (user and address) while it makes requests; ending it cuts its sockets', async () => {
+    const agent = new https.Agent({ keepAlive: true, rejectUnauthorized: false });
+    const auth = `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`;
+    const propfind = () =>
+      new Promise<{ status: number; socket: net.Socket }>((resolve, reject) => {
+        const req = https.request(
+          { host: '127.0.0.1', port: gw.ports.webdav!, method: 'PROPFIND', path: '/', agent },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, socket: req.socket as net.Socket }));
+          },
+        );
+        req.setHeader('Authorization', auth);
+        req.setHeader('Depth', '0');
+        req.on('error', reject);
+        req.end();
+      });
+    const first = await propfind();
+    expect(first.status).to.equal(207);
+    await gw.core.connections.renew();
+    const mine = (await list()).filter((c) => c.username === user.username);
+    expect(mine.map((c) => c.interface)).to.deep.equal(['dav']);
+    expect(mine[0]!.ip).to.equal('127.0.0.1');
+    // A second request is the same client: still one row.
+    await propfind();
+    await gw.core.connections.renew();
+    expect((await list()).filter((c) => c.username === user.username)).to.have.length(1);
+    // Ending it closes the client's kept-alive socket and drops the row.
+    const cut = new Promise<void>((r) => first.socket.once('close', () => r()));
+    const r = await gw.request('DELETE', `${API}/connections/${mine[0]!.id}`, site());
+    expect(r.status, r.text).to.equal(200);
+    await cut;
+    await gw.core.connections.renew();
+    expect((await list()).filter((c) => c.username === user.username)).to.deep.equal([]);
+    agent.destroy();
   });
 
   it("shows another instance's connection with its transfer, renewed with the bytes so far", async () => {
