@@ -12,11 +12,12 @@
  */
 import type net from 'node:net';
 import tls from 'node:tls';
-import type { Core, FileSession, Principal } from '../../src/core/index.ts';
+import type { Core, FileSession, LiveConnection, Principal } from '../../src/core/index.ts';
 import { GatewayError, resolveChroot } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { clientAddress } from '../shared/proxy.ts';
 import { access, errorType, sessionId, transferred, type Direction } from '../shared/observe.ts';
+import { liveTransfer, openPresence } from '../shared/presence.ts';
 import { isRefusal, userKey, type ConnectionLimits, type Lease } from '../shared/limits.ts';
 import { commands } from './commands/index.ts';
 import { DataChannel, plainAddress, type DataSettings } from './data.ts';
@@ -78,6 +79,8 @@ export class FtpConnection {
   private fileSession: FileSession | null = null;
   /** this login's place among its user's sessions */
   private sessionLease: Lease | null = null;
+  /** this session's row among the site's live connections (after login) */
+  private presence: LiveConnection | null = null;
   /** the working directory relative to the user's root ('' is `/`) */
   cwd = '';
   /** the offset REST set for the next RETR or STOR */
@@ -165,6 +168,16 @@ export class FtpConnection {
     this.principal = principal;
     this.fileSession = this.core.files.session(principal);
     this.log = this.log.child({ user: principal.user?.username });
+    if (!this.closed)
+      this.presence = openPresence(this.core, principal, this.peer, () => this.endByRequest());
+  }
+
+  /** endByRequest closes the session because someone ended the connection (Connections). */
+  private endByRequest(): void {
+    if (this.closed) return;
+    this.transfer?.controller.abort();
+    this.reply(421, 'Your connection was ended by an administrator');
+    this.end();
   }
 
   /** resolve turns a client path into the session path (relative to the user's root), like a chroot. */
@@ -347,6 +360,9 @@ export class FtpConnection {
     const transfer: Transfer = { command, path, bytes: 0, controller, done: Promise.resolve() };
     const started = Date.now();
     let failed: { error: string | undefined } | null = null;
+    const way = transferDirection[command];
+    const live =
+      way && this.presence ? liveTransfer(this.presence, `/${path}`, way, () => transfer.bytes) : null;
     transfer.done = (async () => {
       try {
         await work(transfer);
@@ -373,6 +389,7 @@ export class FtpConnection {
             request_id: transfer.requestId,
             error: (failed as { error: string | undefined } | null)?.error,
           });
+        live?.end();
         this.data.finished();
         this.transfer = null;
         if (!this.closed) this.socket.setTimeout(this.server.idleTimeoutMs);
@@ -404,6 +421,7 @@ export class FtpConnection {
     this.closed = true;
     this.resolveClosed();
     this.sessionLease?.release();
+    this.presence?.close();
     // A lost control connection discards an upload in progress (DESIGN.md "Uploads").
     this.transfer?.controller.abort();
     this.data.release();

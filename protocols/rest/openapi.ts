@@ -639,6 +639,31 @@ export const operations: Operation[] = [
     status: 200,
     response: s.User,
   },
+  {
+    method: 'get',
+    route: '/connections',
+    tag: 'Connections',
+    summary: 'List the live connections of every instance (site admins)',
+    description:
+      'FTP, SFTP and WebDAV sessions with their transfer in progress, oldest first. Each instance renews ' +
+      'its rows every few seconds; the rows of an instance that stopped renewing (it died) are left out ' +
+      'after 15 seconds.',
+    params: pageParams,
+    status: 200,
+    response: s.Connection,
+    list: true,
+  },
+  {
+    method: 'delete',
+    route: '/connections/:id',
+    tag: 'Connections',
+    summary: 'End a connection, on whatever instance serves it (site admins)',
+    description:
+      'Marks the connection; the instance serving it closes it within a few seconds (at once when it ' +
+      'is the instance asked). A connection no longer listed is not-found/connection-not-found.',
+    status: 200,
+    response: s.EmptyList,
+  },
 ];
 
 /** toSchema renders a zod schema as JSON Schema 2020-12, OpenAPI 3.1's dialect. */

@@ -363,3 +363,24 @@ export const SiteStatus = named(
     checked_at: dateTime,
   }),
 );
+
+/** Connection is a live session on some instance (issue 15): who, how, from where, and its transfer. */
+export const Connection = named(
+  'Connection',
+  'A live connection on some instance of the site (renewed every few seconds while it lasts)',
+  z.object({
+    id,
+    instance: z.string(),
+    interface: z.string(),
+    user_id: id.nullable(),
+    username: z.string(),
+    ip: z.string(),
+    connected_at: dateTime,
+    last_seen_at: dateTime,
+    transfer_path: z.string().nullable(),
+    transfer_direction: z.enum(['upload', 'download']).nullable(),
+    transfer_bytes: z.number().int(),
+    transfer_started_at: dateTime.nullable(),
+    ending: z.boolean(),
+  }),
+);

@@ -39,6 +39,7 @@ import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
 import { zipRoutes } from './routes/zip.ts';
 import { siteRoutes } from './routes/site.ts';
+import { connectionRoutes } from './routes/connections.ts';
 
 /** API_PREFIX is where SPEC's versioned API lives. */
 export const API_PREFIX = '/api/rest/v1';
@@ -244,6 +245,7 @@ export function buildApp(core: Core, pages?: Pages): Koa<RestState> {
       fileRoutes(guarded, core);
       zipRoutes(guarded, core);
       bundleRoutes(guarded, core);
+      connectionRoutes(guarded, core);
     }
     app.use(guarded.routes()).use(guarded.allowedMethods());
   };

@@ -10,7 +10,13 @@ import path from 'node:path';
 import ssh2 from 'ssh2';
 import type { AuthContext, Connection, ServerChannel } from 'ssh2';
 import { ConfigError } from '../../src/config.ts';
-import { GatewayError, type Core, type FrontEnd, type Principal } from '../../src/core/index.ts';
+import {
+  GatewayError,
+  type Core,
+  type FrontEnd,
+  type LiveConnection,
+  type Principal,
+} from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 import { RequestBatch, sessionId, transferred, userOf } from '../shared/observe.ts';
 import {
@@ -23,6 +29,7 @@ import {
   type Refusal,
 } from '../shared/limits.ts';
 import { listen } from '../shared/listener.ts';
+import { openPresence } from '../shared/presence.ts';
 import { acceptProxyProtocol, clientAddress } from '../shared/proxy.ts';
 import { runExec } from './exec.ts';
 import { SftpSession } from './session.ts';
@@ -123,6 +130,8 @@ interface ConnectionState {
   lastActive: number;
   /** this login's place among its user's sessions */
   lease: Lease | null;
+  /** this login's row among the site's live connections */
+  presence: LiveConnection | null;
   closed: boolean;
 }
 
@@ -359,11 +368,13 @@ function serveConnection(
     sessions: new Set(),
     lastActive: Date.now(),
     lease: null,
+    presence: null,
     closed: false,
   };
   client.on('close', () => {
     state.closed = true;
     state.lease?.release();
+    state.presence?.close();
   });
   const touch = () => {
     state.lastActive = Date.now();
@@ -403,7 +414,16 @@ function serveConnection(
             return;
           }
           if (state.closed) lease.release();
-          else state.lease = lease;
+          else {
+            state.lease = lease;
+            state.presence = openPresence(core, result, rawIp, () =>
+              disconnect(
+                client,
+                DISCONNECT_REASON.BY_APPLICATION,
+                'Your connection was ended by an administrator',
+              ),
+            );
+          }
           state.principal = result;
           admission.authenticated();
           ctx.accept();
@@ -434,6 +454,7 @@ function serveConnection(
           touch,
           batch: new RequestBatch(core, sessionLog, 'sftp', session),
           transfer: (t) => transferred(core, sessionLog, 'sftp', t),
+          presence: state.presence,
         });
         state.sessions.add(sftp);
         channel.on('close', () => state.sessions.delete(sftp));

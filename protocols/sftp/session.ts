@@ -16,10 +16,13 @@ import {
   resolveChroot,
   type Entry,
   type FileSession,
+  type LiveConnection,
+  type LiveTransfer,
   type StagedWrite,
 } from '../../src/core/index.ts';
 import { LogThrottle, type Logger } from '../../src/log.ts';
 import { errorType, type RequestBatch, type Transfer } from '../shared/observe.ts';
+import { liveTransfer } from '../shared/presence.ts';
 import { sftpStatus } from './errors.ts';
 import {
   HandleTable,
@@ -81,6 +84,8 @@ export interface SftpSessionOptions {
   batch: RequestBatch;
   /** transfer is told of each file transfer (a handle that read or wrote bytes) as its handle closes */
   transfer: (t: Transfer) => void;
+  /** the session's row among the site's live connections, shown each transfer in progress */
+  presence?: LiveConnection | null;
 }
 
 /** FXP_NAMES names request types in access lines: open, read, write, close, … */
@@ -97,7 +102,10 @@ export class SftpSession {
   private readonly order = new RequestOrder();
   private inflight = 0;
   /** bytes read or written through each file handle, and since when: its transfer */
-  private readonly meters = new WeakMap<Handle, { bytes: number; started: number }>();
+  private readonly meters = new WeakMap<
+    Handle,
+    { bytes: number; started: number; live: LiveTransfer | null }
+  >();
   private writeBlocked = false;
   private ending = false;
   private closed = false;
@@ -188,7 +196,18 @@ export class SftpSession {
   private metered(h: Handle, n: number): void {
     const m = this.meters.get(h);
     if (m) m.bytes += n;
-    else this.meters.set(h, { bytes: n, started: Date.now() });
+    else {
+      const meter = { bytes: n, started: Date.now(), live: null as LiveTransfer | null };
+      const presence = this.opts.presence;
+      if (presence)
+        meter.live = liveTransfer(
+          presence,
+          `/${h.path}`,
+          h.kind === 'write' ? 'in' : 'out',
+          () => meter.bytes,
+        );
+      this.meters.set(h, meter);
+    }
   }
 
   /** transferred reports the transfer of handle `h` (if it moved bytes) as its handle closes. */
@@ -196,6 +215,7 @@ export class SftpSession {
     const m = this.meters.get(h);
     if (!m || h.kind === 'dir') return;
     this.meters.delete(h);
+    m.live?.end();
     this.opts.transfer({
       direction: h.kind === 'write' ? 'in' : 'out',
       path: `/${h.path}`,

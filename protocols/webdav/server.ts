@@ -16,6 +16,7 @@ import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts'
 import { LogThrottle } from '../../src/log.ts';
 import { closeHttps, createHttpsServer, holdSession, listen } from '../shared/listener.ts';
 import { httpAccess, noteError } from '../shared/observe.ts';
+import { presentHttp } from '../shared/presence.ts';
 import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
 import { retryAfter } from '../shared/retry.ts';
 import { authenticate, basicCredentials } from './auth.ts';
@@ -153,6 +154,9 @@ export function buildApp(core: Core): Koa<DavState> {
     if (ctx.url.includes('#'))
       throw new GatewayError('bad-request/invalid-path', 'A request URL has no fragment');
     ctx.state.path = decodePath(ctx.path);
+    const way = ctx.method === 'GET' ? 'out' : ctx.method === 'PUT' ? 'in' : null;
+    const transfer = way && ({ path: `/${ctx.state.path}`, direction: way } as const);
+    presentHttp(core, 'dav', principal, ctx.req, ctx.res, ctx.request.ip, transfer || undefined);
     await method(ctx as DavContext, core);
     await next();
   });

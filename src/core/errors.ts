@@ -136,6 +136,7 @@ const catalogue = {
     'action-webhook-failure-not-found',
     'invoice-not-found',
     'payment-not-found',
+    'connection-not-found',
   ],
   'processing-failure': [
     'already-completed',

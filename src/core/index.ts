@@ -33,6 +33,7 @@ import { Paginator } from './pagination.ts';
 import { Readiness, type ReadinessReport } from './readiness.ts';
 import type { Interface, Principal } from './principal.ts';
 import { Site } from './site/site.ts';
+import { Connections } from './connections/connections.ts';
 
 export {
   GatewayError,
@@ -79,6 +80,15 @@ export {
 export type { Metrics } from './metrics.ts';
 export type { ReadinessReport } from './readiness.ts';
 export type { Instance, Listener, Problem, SiteReport } from './site/site.ts';
+export type {
+  Connection,
+  Connections,
+  ConnectionOpening,
+  LiveConnection,
+  LiveTransfer,
+  TransferDirection,
+  TransferStart,
+} from './connections/connections.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {
@@ -127,6 +137,11 @@ export interface Core {
   close(): Promise<void>;
   /** site is what this gateway runs and what the operator should fix (GET /site, the Site admin page) */
   readonly site: Site;
+  /**
+   * connections are the live sessions of every instance (issue 15): adapters register theirs,
+   * site admins list them and end them on whatever instance serves them.
+   */
+  readonly connections: Connections;
 }
 
 /** TlsMaterial is a PEM certificate chain and its private key (HTTPS, WebDAV, FTPS). */
@@ -211,6 +226,8 @@ export async function createCore(
   );
   events.webhooks.watch(metrics);
   const readiness = new Readiness(db, files.store);
+  const connections = new Connections(ctx);
+  if (opts.background !== false) connections.start();
   const core: Core = {
     config,
     log,
@@ -235,6 +252,7 @@ export async function createCore(
       },
     },
     metrics,
+    connections,
     readiness: () => readiness.check(),
     drain: () => readiness.drain(),
     authenticateApiKey(key, iface, ip) {
@@ -246,6 +264,7 @@ export async function createCore(
       });
     },
     async close() {
+      await connections.stop();
       await events.stop();
       await files.stop();
       await db.close();

@@ -753,6 +753,51 @@ export const BundleEntity = new EntitySchema<BundleRow>({
   },
 });
 
+/** TransferDirection is which way a transfer in progress goes. */
+export type TransferDirection = 'upload' | 'download';
+
+/**
+ * ConnectionRow is one live connection (an FTP or SFTP session, a WebDAV client) as its instance
+ * last wrote it (issue 15): renewed every few seconds, with the transfer in progress.
+ */
+export interface ConnectionRow {
+  id: number;
+  /** the instance (process) serving it, which renews the row */
+  instance: string;
+  interface: string;
+  user_id: number | null;
+  username: string;
+  ip: string;
+  connected_at: Date;
+  last_seen_at: Date;
+  transfer_path: string | null;
+  transfer_direction: TransferDirection | null;
+  transfer_bytes: number;
+  transfer_started_at: Date | null;
+  /** set when someone ends the connection; its instance closes it at its next renewal */
+  end_requested_at: Date | null;
+}
+
+export const ConnectionEntity = new EntitySchema<ConnectionRow>({
+  name: 'Connection',
+  tableName: 'connections',
+  columns: {
+    id: { type: 'bigint', primary: true, transformer: bigintNumber },
+    instance: { type: 'varchar', length: 64 },
+    interface: { type: 'varchar', length: 10 },
+    user_id: { type: 'integer', nullable: true },
+    username: { type: 'varchar', length: 50, default: '' },
+    ip: { type: 'varchar', length: 64, default: '' },
+    connected_at: time(),
+    last_seen_at: time(),
+    transfer_path: { type: 'text', nullable: true },
+    transfer_direction: { type: 'varchar', length: 10, nullable: true },
+    transfer_bytes: { type: 'bigint', default: 0, transformer: bigintNumber },
+    transfer_started_at: time(true),
+    end_requested_at: time(true),
+  },
+});
+
 /** entities lists every schema the data source knows. */
 export const entities = [
   UserEntity,
@@ -779,4 +824,5 @@ export const entities = [
   MailChangeEntity,
   AccountLineItemEntity,
   BundleEntity,
+  ConnectionEntity,
 ];

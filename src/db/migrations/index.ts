@@ -10,6 +10,7 @@ import { ClientLogins1764806400000 } from './0009-client-logins.ts';
 import { PathFieldsForm1764892800000 } from './0010-path-fields-form.ts';
 import { PendingVersions1764979200000 } from './0011-pending-versions.ts';
 import { Bundles1765065600000 } from './0012-bundles.ts';
+import { Connections1765152000000 } from './0013-connections.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -25,4 +26,5 @@ export const migrations = [
   PathFieldsForm1764892800000,
   PendingVersions1764979200000,
   Bundles1765065600000,
+  Connections1765152000000,
 ];

@@ -18,6 +18,7 @@ import { openApiDocument } from '../../../protocols/rest/openapi.ts';
 import { buildApp } from '../../../protocols/rest/server.ts';
 import { dbKind, startTestGateway, type Response, type TestGateway } from '../../helpers/gateway.ts';
 import { API, keyAuth, sessionAuth, unique } from './client.ts';
+import { operatorPrincipal } from '../../../src/core/index.ts';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under ESM.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
@@ -380,6 +381,17 @@ describe(`REST API reference (OpenAPI 3.1, ${dbKind})`, function () {
     const printable = new URL(invoice.json.download_uri as string);
     expect((await checked('get', `${printable.pathname}${printable.search}`)).status).to.equal(200);
     expect((await checked('get', `${API}/site`, { headers: site })).json.listeners).to.have.length(5);
+
+    // Live connections (issue 15): one of this instance, listed once renewed, then ended
+    const live = gw.core.connections.open({
+      principal: operatorPrincipal(),
+      ip: '127.0.0.1',
+      close: () => undefined,
+    });
+    await gw.core.connections.renew();
+    await checked('get', `${API}/connections`, { headers: site });
+    await checked('delete', `${API}/connections/${live.id}`, { headers: site });
+    live.close();
 
     // Deletions, then logging out
     await checked('delete', `${API}/notifications/${note.json.id}`, { headers: site });
