@@ -77,6 +77,8 @@ export {
 } from './bundles/bundles.ts';
 export type { Metrics } from './metrics.ts';
 export type { ReadinessReport } from './readiness.ts';
+export type { EffectiveRights, Grant } from './access/effective.ts';
+export type { GroupMember } from './accounts/groups.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {

@@ -11,6 +11,8 @@ import { userCreateSchema, userUpdateSchema } from './accounts/users.ts';
 import { bundleCreateSchema, bundleUpdateSchema } from './bundles/bundles.ts';
 import { exportCreateSchema } from './events/exports.ts';
 import { notificationCreateSchema } from './events/notifications.ts';
+import { permissionEffectiveSchema } from './access/permissions.ts';
+import { groupMemberAddSchema } from './accounts/groups.ts';
 
 /** requestSchemas are the core's request schemas, named as the API reference shows them. */
 export const requestSchemas = {
@@ -28,6 +30,8 @@ export const requestSchemas = {
   ActionNotificationExportCreate: exportCreateSchema,
   BundleCreate: bundleCreateSchema,
   BundleUpdate: bundleUpdateSchema,
+  PermissionEffectiveQuery: permissionEffectiveSchema,
+  GroupMemberAdd: groupMemberAddSchema,
 } as const;
 
 /** RequestSchemaName names one of the core's request schemas. */

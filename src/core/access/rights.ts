@@ -4,7 +4,12 @@
  * permissions on the path and its ancestors. Site admins and site-wide keys pass every check.
  */
 import { In, IsNull, type EntityManager } from 'typeorm';
-import { MembershipEntity, PermissionEntity, type PermissionLevel } from '../../db/entities.ts';
+import {
+  MembershipEntity,
+  PermissionEntity,
+  type PermissionLevel,
+  type PermissionRow,
+} from '../../db/entities.ts';
 import { GatewayError, type ErrorType } from '../errors.ts';
 import { ancestorsOf } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
@@ -21,7 +26,8 @@ export const levelCapabilities: Record<PermissionLevel, readonly Capability[]> =
   previewonly: ['list'],
 };
 
-const ALL: readonly Capability[] = ['list', 'read', 'write', 'delete', 'admin'];
+/** CAPABILITIES are every capability, in the order answers list them. */
+export const CAPABILITIES: readonly Capability[] = ['list', 'read', 'write', 'delete', 'admin'];
 
 // The SPEC error type a missing capability is reported with.
 const missing: Record<Capability, ErrorType> = {
@@ -53,25 +59,42 @@ export async function rightsOnEach(
 ): Promise<Map<string, Set<Capability>>> {
   const out = new Map<string, Set<Capability>>();
   if (isSiteAdmin(p) || !p.user) {
-    for (const path of paths) out.set(path, new Set(isSiteAdmin(p) ? ALL : []));
+    for (const path of paths) out.set(path, new Set(isSiteAdmin(p) ? CAPABILITIES : []));
     return out;
   }
-  const groups = await groupIdsOf(em, p.user.id);
-  const ancestors = [...new Set(paths.flatMap((path) => ancestorsOf(path)))];
-  const rows = await em.find(PermissionEntity, {
-    where: [
-      { user_id: p.user.id, group_id: IsNull(), path: In(ancestors) },
-      ...(groups.length ? [{ group_id: In(groups), path: In(ancestors) }] : []),
-    ],
-  });
+  const rows = await rowsApplyingTo(em, p.user.id, paths);
   for (const path of paths) {
-    const mine = new Set(ancestorsOf(path));
     const caps = new Set<Capability>();
-    for (const row of rows)
-      if (mine.has(row.path)) for (const c of levelCapabilities[row.permission]) caps.add(c);
+    for (const row of appliesTo(rows, path)) for (const c of levelCapabilities[row.permission]) caps.add(c);
     out.set(path, caps);
   }
   return out;
+}
+
+/**
+ * rowsApplyingTo reads the permission rows that count for a user on any of `paths`: their own and
+ * their groups' rows on each path and its ancestors. appliesTo then picks those of one path.
+ */
+export async function rowsApplyingTo(
+  em: EntityManager,
+  userId: number,
+  paths: readonly string[],
+): Promise<PermissionRow[]> {
+  const groups = await groupIdsOf(em, userId);
+  const ancestors = [...new Set(paths.flatMap((path) => ancestorsOf(path)))];
+  return em.find(PermissionEntity, {
+    where: [
+      { user_id: userId, group_id: IsNull(), path: In(ancestors) },
+      ...(groups.length ? [{ group_id: In(groups), path: In(ancestors) }] : []),
+    ],
+    order: { path: 'ASC', id: 'ASC' },
+  });
+}
+
+/** appliesTo keeps the rows (of rowsApplyingTo) on `path` or one of its ancestors. */
+export function appliesTo(rows: readonly PermissionRow[], path: string): PermissionRow[] {
+  const mine = new Set(ancestorsOf(path));
+  return rows.filter((row) => mine.has(row.path));
 }
 
 /**
