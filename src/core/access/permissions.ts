@@ -56,6 +56,8 @@ export const permissionCreateSchema = z.object({
   user_id: int.nullable().optional(),
   username: text(50).optional(),
   group_id: int.nullable().optional(),
+  /** our extension: like username, the group by its name when group_id is not given */
+  group_name: text(50).optional(),
 });
 
 /**
@@ -174,11 +176,16 @@ export class Permissions {
     return this.ctx.db.work(async (em) => {
       await requireCapability(em, p, 'admin', data.path);
       let userId = data.user_id ?? null;
-      const groupId = data.group_id ?? null;
+      let groupId = data.group_id ?? null;
       if (userId === null && data.username) {
         const user = await em.findOneBy(UserEntity, { username_key: data.username.toLowerCase() });
         if (!user) throw modelSaveError({ username: ['does not name an existing user'] });
         userId = user.id;
+      }
+      if (groupId === null && data.group_name) {
+        const group = await em.findOneBy(GroupEntity, { name: data.group_name });
+        if (!group) throw modelSaveError({ group_name: ['does not name an existing group'] });
+        groupId = group.id;
       }
       if (userId !== null && groupId !== null)
         throw modelSaveError({ base: ['user_id and group_id cannot both be set'] });

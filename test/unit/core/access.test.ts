@@ -358,6 +358,19 @@ describe(`core access: effective rights and the Folder Admin's view (${dbKind})`
       username: someone.username,
     });
     await t.core.permissions.remove(p, inside.id);
+    // A Folder Admin cannot list groups; they name one (our extension group_name).
+    const group = await t.core.groups.create(op, { name: unique('by name') });
+    const byName = await t.core.permissions.create(p, {
+      path: 'fb/mine',
+      permission: 'readonly',
+      group_name: group.name,
+    });
+    expect(byName).to.include({ group_id: group.id, group_name: group.name, user_id: null });
+    const unknown = await expectError(
+      t.core.permissions.create(p, { path: 'fb/mine', permission: 'readonly', group_name: 'no such group' }),
+      'processing-failure/model-save-error',
+    );
+    expect(unknown.model!.model_errors).to.have.property('group_name');
     await expectError(
       t.core.permissions.create(p, { path: 'fb/theirs', permission: 'full', user_id: someone.id }),
       'not-authorized/folder-admin-permission-required',
