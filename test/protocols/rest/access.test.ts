@@ -5,7 +5,18 @@
  */
 import { expect } from 'chai';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
-import { API, createKey, createUser, expectError, keyAuth, login, sessionAuth, unique } from './client.ts';
+import {
+  API,
+  asList,
+  createKey,
+  createUser,
+  expectError,
+  keyAuth,
+  login,
+  parseXml,
+  sessionAuth,
+  unique,
+} from './client.ts';
 
 describe('REST access', () => {
   let gw: TestGateway;
@@ -319,6 +330,12 @@ describe('REST access', () => {
           capabilities: expected(['list', 'read']),
         });
       }
+      const xml = await as(site, 'GET', q.replace('effective?', 'effective.xml?'));
+      expect(xml.status, xml.text).to.equal(200);
+      const doc = parseXml(xml.text)['effective-rights'];
+      expect(
+        asList(doc.capabilities.capability).map((c: { capability: string }) => c.capability),
+      ).to.deep.equal(['list', 'read', 'write', 'delete', 'admin']);
       const outside = await as(fa, 'GET', `/permissions/effective?user_id=${member.id}&path=rest-eff`);
       expectError(outside, 403, 'not-authorized/folder-admin-permission-required');
       expect(outside.json.error).to.equal('You need admin permission on /rest-eff to do this');

@@ -7,7 +7,7 @@ import { useState } from 'preact/hooks';
 import { API, request, type Me } from '../api.ts';
 import { Dialog } from '../dialogs.tsx';
 import { Field } from '../field.tsx';
-import { AccessTable, ConfirmDialog } from './access-kit.tsx';
+import { AccessTable, ConfirmDialog, UserField } from './access-kit.tsx';
 import { failed, MessageLine, Pager, useCursorList, type Message } from './kit.tsx';
 
 /** Group is a group as GET /groups answers it (user_ids: comma-separated ids). */
@@ -191,7 +191,7 @@ function Members(props: { group: Group; onChange: () => void }) {
     <section class="members" aria-labelledby="members-title">
       <h2 id="members-title">Members of {g.name}</h2>
       <form class="inline" onSubmit={add}>
-        <Field label="Username" value={username} onValue={setUsername} autocomplete="off" required />
+        <UserField label="Username" value={username} onValue={setUsername} />
         <button type="submit">Add member</button>
       </form>
       <MessageLine message={message} />

@@ -9,7 +9,7 @@ import { useState } from 'preact/hooks';
 import { API, encodePath, request, type Entry, type Me } from '../api.ts';
 import { FolderPicker } from '../dialogs.tsx';
 import { Field } from '../field.tsx';
-import { AccessTable, ConfirmDialog } from './access-kit.tsx';
+import { AccessTable, ConfirmDialog, UserField } from './access-kit.tsx';
 import { failed, MessageLine, Pager, useCursorList, type Message } from './kit.tsx';
 
 type Level = 'full' | 'readonly' | 'writeonly' | 'previewonly' | 'admin';
@@ -177,12 +177,13 @@ export function PermissionsPage(props: { me: Me }) {
 
       <Grant
         folder={folder}
+        siteAdmin={props.me.user.site_admin}
         onGranted={(text) => {
           setMessage({ ok: true, text });
           list.reload();
         }}
       />
-      <EffectiveRights folder={folder} />
+      <EffectiveRights folder={folder} siteAdmin={props.me.user.site_admin} />
 
       {picking && (
         <FolderPicker
@@ -218,7 +219,7 @@ function holder(row: Permission): string {
 }
 
 /** Grant adds a permission on the folder for a user (by username) or a group (by name). */
-function Grant(props: { folder: string; onGranted: (text: string) => void }) {
+function Grant(props: { folder: string; siteAdmin: boolean; onGranted: (text: string) => void }) {
   const [kind, setKind] = useState<'user' | 'group'>('user');
   const [name, setName] = useState('');
   const [level, setLevel] = useState<Level>('readonly');
@@ -254,13 +255,11 @@ function Grant(props: { folder: string; onGranted: (text: string) => void }) {
             <option value="group">A group</option>
           </select>
         </label>
-        <Field
-          label={kind === 'user' ? 'Username' : 'Group name'}
-          value={name}
-          onValue={setName}
-          autocomplete="off"
-          required
-        />
+        {kind === 'user' ? (
+          <UserField label="Username" value={name} onValue={setName} suggest={props.siteAdmin} />
+        ) : (
+          <Field label="Group name" value={name} onValue={setName} autocomplete="off" required />
+        )}
         <label>
           Level
           <select value={level} onChange={(e) => setLevel(e.currentTarget.value as Level)}>
@@ -279,7 +278,7 @@ function Grant(props: { folder: string; onGranted: (text: string) => void }) {
 }
 
 /** EffectiveRights answers "what may this user do here", each capability with what gives it. */
-function EffectiveRights(props: { folder: string }) {
+function EffectiveRights(props: { folder: string; siteAdmin: boolean }) {
   const [username, setUsername] = useState('');
   const [result, setResult] = useState<Effective | null>(null);
   const [error, setError] = useState<Message>(null);
@@ -301,7 +300,7 @@ function EffectiveRights(props: { folder: string }) {
     <section aria-labelledby="effective-title">
       <h2 id="effective-title">What may a user do in {show(props.folder)}?</h2>
       <form class="inline" onSubmit={check}>
-        <Field label="User to check" value={username} onValue={setUsername} autocomplete="off" required />
+        <UserField label="User to check" value={username} onValue={setUsername} suggest={props.siteAdmin} />
         <button type="submit">Check rights</button>
       </form>
       <MessageLine message={error} />
