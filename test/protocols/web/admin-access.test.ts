@@ -47,6 +47,7 @@ const PASSWORD = 'correct-horse-9';
         permission: 'admin',
         user_id: fay.id,
       });
+      await api(gw, 'POST', '/permissions', { path: 'projects/zeus', permission: 'admin', username: 'fay' });
       await api(gw, 'POST', '/permissions', { path: 'hr', permission: 'full', username: 'paul' });
       browser = await launchChromium();
     });
@@ -216,7 +217,12 @@ const PASSWORD = 'correct-horse-9';
         'Webhooks',
       ]);
       await nav.getByRole('button', { name: 'Permissions' }).click();
-      await page.getByText('You are a Folder Admin of /projects/apollo.').waitFor();
+      await page.getByText('You are a Folder Admin of /projects/apollo, /projects/zeus.').waitFor();
+      // Her folders are one click away; the first is shown.
+      const folders = page.getByRole('navigation', { name: 'Your folders' });
+      await folders.getByRole('button', { name: '/projects/zeus' }).click();
+      await page.getByRole('heading', { name: 'Who has access to /projects/zeus' }).waitFor();
+      await folders.getByRole('button', { name: '/projects/apollo' }).click();
       const table = page.getByRole('table', { name: 'Permissions that apply to /projects/apollo' });
       await table.getByRole('row').filter({ hasText: 'Folder Admin' }).filter({ hasText: 'fay' }).waitFor();
       // The group's row on /projects is above her folder: not listed, yet the rights check shows it.

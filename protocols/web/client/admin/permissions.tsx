@@ -122,6 +122,21 @@ export function PermissionsPage(props: { me: Me }) {
           also apply there but are not listed: check a user below to see them.
         </p>
       )}
+      {!props.me.user.site_admin && adminFolders.length > 1 && (
+        <nav class="admin-folders" aria-label="Your folders">
+          {adminFolders.map((f) => (
+            <button
+              key={f}
+              type="button"
+              class="link"
+              aria-current={f === folder ? 'true' : undefined}
+              onClick={() => choose(f)}
+            >
+              {show(f)}
+            </button>
+          ))}
+        </nav>
+      )}
       <form
         class="inline"
         onSubmit={(e) => {
