@@ -225,7 +225,8 @@ export const operations: Operation[] = [
       ...pageParams,
       {
         name: 'filter',
-        description: 'Only rows of this path, user or group, e.g. `filter[path]=reports`',
+        description:
+          'Only rows of this path, user or group, e.g. `filter[path]=reports`; `filter[applies_to]=reports/2026` keeps the rows that count there: on that path and its ancestors (extension)',
         schema: toSchema(requestSchemas.PermissionFilter, 'input'),
       },
     ],
@@ -661,6 +662,44 @@ export const operations: Operation[] = [
     description:
       'Marks the connection; the instance serving it closes it within a few seconds (at once when it ' +
       'is the instance asked). A connection no longer listed is not-found/connection-not-found.',
+    status: 200,
+    response: s.EmptyList,
+  },
+  {
+    method: 'get',
+    route: '/permissions/effective',
+    tag: 'Permissions',
+    summary: 'What a user may do on a path, and the grant that gives each capability (extension)',
+    description:
+      "For site admins, and for Folder Admins on paths inside their folders. Each capability (list, read, write, delete, admin) lists the permission rows that give it: the user's own, a group's, on the path or an ancestor, or site admin.",
+    params: queryParams('PermissionEffectiveQuery'),
+    status: 200,
+    response: s.EffectiveRights,
+  },
+  {
+    method: 'get',
+    route: '/groups/:id/members',
+    tag: 'Groups',
+    summary: "A group's members with their names, one page at a time (extension)",
+    params: pageParams,
+    status: 200,
+    response: s.GroupMember,
+    list: true,
+  },
+  {
+    method: 'post',
+    route: '/groups/:id/members',
+    tag: 'Groups',
+    summary: 'Add one user to a group, by user_id or username (extension)',
+    body: 'GroupMemberAdd',
+    status: 201,
+    response: s.GroupMember,
+  },
+  {
+    method: 'delete',
+    route: '/groups/:id/members/:user_id',
+    tag: 'Groups',
+    summary: 'Take one user out of a group (extension)',
     status: 200,
     response: s.EmptyList,
   },

@@ -384,3 +384,38 @@ export const Connection = named(
     ending: z.boolean(),
   }),
 );
+
+/** GroupMember is one member of a group (our extension, GET /groups/:id/members). */
+export const GroupMember = named(
+  'GroupMember',
+  'A member of a group, with the names a person reads',
+  z.object({ user_id: id, username: z.string(), name: z.string() }),
+);
+
+/** EffectiveRights is what a user may do on a path and the grants that give it (our extension). */
+export const EffectiveRights = named(
+  'EffectiveRights',
+  "A user's capabilities on a path, each with the permission rows (or site admin) that give it",
+  z.object({
+    user_id: id,
+    username: z.string(),
+    path: z.string(),
+    site_admin: z.boolean(),
+    capabilities: z.array(
+      z.object({
+        capability: z.enum(['list', 'read', 'write', 'delete', 'admin']),
+        allowed: z.boolean(),
+        grants: z.array(
+          z.object({
+            via: z.enum(['user', 'group', 'site_admin']),
+            permission_id: id.nullable(),
+            path: z.string().nullable(),
+            permission: z.enum(['full', 'readonly', 'writeonly', 'previewonly', 'admin']).nullable(),
+            group_id: id.nullable(),
+            group_name: z.string().nullable(),
+          }),
+        ),
+      }),
+    ),
+  }),
+);

@@ -89,6 +89,8 @@ export type {
   TransferDirection,
   TransferStart,
 } from './connections/connections.ts';
+export type { EffectiveRights, Grant } from './access/effective.ts';
+export type { GroupMember } from './accounts/groups.ts';
 
 /** Core is the gateway's shared core: accounts, access, files and actions, once for every protocol. */
 export interface Core {

@@ -11,6 +11,8 @@ import { userCreateSchema, userListSchema, userUpdateSchema } from './accounts/u
 import { bundleCreateSchema, bundleUpdateSchema } from './bundles/bundles.ts';
 import { exportCreateSchema } from './events/exports.ts';
 import { notificationCreateSchema } from './events/notifications.ts';
+import { permissionEffectiveSchema } from './access/permissions.ts';
+import { groupMemberAddSchema } from './accounts/groups.ts';
 
 /** requestSchemas are the core's request schemas, named as the API reference shows them. */
 export const requestSchemas = {
@@ -29,6 +31,8 @@ export const requestSchemas = {
   BundleCreate: bundleCreateSchema,
   BundleUpdate: bundleUpdateSchema,
   UserListQuery: userListSchema,
+  PermissionEffectiveQuery: permissionEffectiveSchema,
+  GroupMemberAdd: groupMemberAddSchema,
 } as const;
 
 /** RequestSchemaName names one of the core's request schemas. */

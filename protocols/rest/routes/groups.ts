@@ -1,5 +1,5 @@
 /** SPEC "Groups". */
-import type { Core } from '../../../src/core/index.ts';
+import { GatewayError, type Core } from '../../../src/core/index.ts';
 import {
   body,
   idParam,
@@ -31,6 +31,23 @@ export function groupRoutes(router: RestRouter, core: Core): void {
   router.patch('/groups/:id', update);
   router.delete('/groups/:id', async (ctx: RestContext) => {
     await core.groups.remove(principal(ctx), idParam(ctx, 'not-found/group-not-found'));
+    sendEmpty(ctx);
+  });
+  // Our extension: a group's members one page at a time, added and removed one by one.
+  router.get('/groups/:id/members', async (ctx: RestContext) => {
+    const id = idParam(ctx, 'not-found/group-not-found');
+    sendPage(ctx, await core.groups.members(principal(ctx), id, query(ctx)), 'group-members');
+  });
+  router.post('/groups/:id/members', async (ctx: RestContext) => {
+    const id = idParam(ctx, 'not-found/group-not-found');
+    send(ctx, 201, await core.groups.addMember(principal(ctx), id, await body(ctx, core)), 'group-member');
+  });
+  router.delete('/groups/:id/members/:user_id', async (ctx: RestContext) => {
+    const id = idParam(ctx, 'not-found/group-not-found');
+    const raw = ctx.params.user_id ?? '';
+    if (!/^\d{1,10}$/.test(raw) || Number(raw) > 2147483647)
+      throw new GatewayError('not-found/user-not-found', `${raw} is not an id`);
+    await core.groups.removeMember(principal(ctx), id, Number(raw));
     sendEmpty(ctx);
   });
 }

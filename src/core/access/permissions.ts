@@ -3,7 +3,7 @@
  * Site admins manage all; Folder Admins (`admin` level) manage those inside their folder; anyone
  * may list their own.
  */
-import { In, IsNull, type EntityManager, type FindOptionsWhere } from 'typeorm';
+import { In, IsNull, Raw, type EntityManager, type FindOptionsWhere } from 'typeorm';
 import { z } from 'zod';
 import {
   GroupEntity,
@@ -11,15 +11,17 @@ import {
   UserEntity,
   type PermissionLevel,
   type PermissionRow,
+  type UserRow,
 } from '../../db/entities.ts';
 import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, modelSaveError } from '../errors.ts';
 import type { Page, PageRequest } from '../pagination.ts';
-import { normalizeFolderPath } from '../paths.ts';
+import { ancestorsOf, normalizeFolderPath } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
 import { folderPath, int, parseFields, text } from '../validation.ts';
 import { requireFullKey } from './guards.ts';
+import { effectiveRights, type EffectiveRights } from './effective.ts';
 import { groupIdsOf, requireCapability } from './rights.ts';
 
 /** Permission is a permission row as the API shows it. */
@@ -54,20 +56,36 @@ export const permissionCreateSchema = z.object({
   user_id: int.nullable().optional(),
   username: text(50).optional(),
   group_id: int.nullable().optional(),
+  /** our extension: like username, the group by its name when group_id is not given */
+  group_name: text(50).optional(),
 });
 
-/** permissionFilterSchema is the `filter` object GET /permissions accepts. */
+/**
+ * permissionFilterSchema is the `filter` object GET /permissions accepts; `applies_to` (our
+ * extension) keeps the rows that count on a path: those on it and on its ancestors.
+ */
 export const permissionFilterSchema = z.object({
   path: pathFilter.optional(),
   user_id: int.optional(),
   group_id: int.optional(),
+  applies_to: pathFilter.optional(),
+});
+
+/** permissionEffectiveSchema is the query GET /permissions/effective accepts (user by id or username). */
+export const permissionEffectiveSchema = z.object({
+  user_id: int.optional(),
+  username: text(50).optional(),
+  path: pathFilter.optional(),
 });
 
 /** Permissions manages permission rows. */
 export class Permissions {
   constructor(private readonly ctx: CoreContext) {}
 
-  /** list shows every row to site admins, and to others their own and their groups' rows. */
+  /**
+   * list shows every row to site admins; to others their own and their groups' rows, and to a
+   * Folder Admin also every row on or below the folders they administer.
+   */
   async list(p: Principal, req: PageRequest & { filter?: unknown }): Promise<Page<Permission>> {
     requireFullKey(p);
     const filter = parseFields(permissionFilterSchema, req.filter ?? {});
@@ -77,11 +95,21 @@ export class Permissions {
       if (filter.path !== undefined) base.path = filter.path;
       if (filter.user_id !== undefined) base.user_id = filter.user_id;
       if (filter.group_id !== undefined) base.group_id = filter.group_id;
+      // The paths the filter allows, when it names them.
+      let paths = filter.path === undefined ? undefined : [filter.path];
+      if (filter.applies_to !== undefined) {
+        const ancestors = ancestorsOf(filter.applies_to);
+        paths = paths ? paths.filter((path) => ancestors.includes(path)) : ancestors;
+        if (!paths.length) return [];
+        base.path = In(paths);
+      }
       let where: FindOptionsWhere<PermissionRow>[] = [base];
       if (!isSiteAdmin(p)) {
         const me = p.user!.id;
         const groups = await groupIdsOf(em, me);
         where = [{ ...base, user_id: me }, ...(groups.length ? [{ ...base, group_id: In(groups) }] : [])];
+        for (const [i, folder] of (await this.adminFoldersIn(em, me, groups)).entries())
+          where.push(...inFolder(base, paths, folder, i));
       }
       const found = await em.find(PermissionEntity, {
         where,
@@ -102,16 +130,41 @@ export class Permissions {
     if (isSiteAdmin(p)) return [''];
     if (!p.user) return [];
     const me = p.user.id;
-    const paths = await this.ctx.db.read(async (em) => {
-      const groups = await groupIdsOf(em, me);
-      const rows = await em.find(PermissionEntity, {
-        where: [
-          { permission: 'admin', user_id: me },
-          ...(groups.length ? [{ permission: 'admin' as const, group_id: In(groups) }] : []),
-        ],
-      });
-      return [...new Set(rows.map((r) => r.path))].sort();
+    return this.ctx.db.read(async (em) => this.adminFoldersIn(em, me, await groupIdsOf(em, me)));
+  }
+
+  /**
+   * effective answers what a user may do on a path and which grant gives each capability (our
+   * extension, GET /permissions/effective): for site admins, and for Folder Admins on paths inside
+   * their folders.
+   */
+  async effective(p: Principal, input: unknown): Promise<EffectiveRights> {
+    requireFullKey(p);
+    const q = parseFields(permissionEffectiveSchema, input);
+    const path = q.path ?? '';
+    return this.ctx.db.read(async (em) => {
+      await requireCapability(em, p, 'admin', path);
+      let user: UserRow | null = null;
+      if (q.user_id !== undefined) user = await em.findOneBy(UserEntity, { id: q.user_id });
+      else if (q.username) user = await em.findOneBy(UserEntity, { username_key: q.username.toLowerCase() });
+      else throw modelSaveError({ base: ['one of user_id or username is required'] });
+      if (!user) {
+        const who = q.user_id !== undefined ? `User ${q.user_id}` : `No user is named ${q.username}, so it`;
+        throw new GatewayError('not-found/user-not-found', `${who} was not found`);
+      }
+      return effectiveRights(em, user, path);
     });
+  }
+
+  // The folders a user administers (own or group `admin` rows), outermost first, nested ones dropped.
+  private async adminFoldersIn(em: EntityManager, me: number, groups: number[]): Promise<string[]> {
+    const rows = await em.find(PermissionEntity, {
+      where: [
+        { permission: 'admin', user_id: me },
+        ...(groups.length ? [{ permission: 'admin' as const, group_id: In(groups) }] : []),
+      ],
+    });
+    const paths = [...new Set(rows.map((r) => r.path))].sort();
     // A folder inside another listed one adds nothing.
     return paths.filter((path) => !paths.some((o) => o !== path && (o === '' || path.startsWith(`${o}/`))));
   }
@@ -123,11 +176,16 @@ export class Permissions {
     return this.ctx.db.work(async (em) => {
       await requireCapability(em, p, 'admin', data.path);
       let userId = data.user_id ?? null;
-      const groupId = data.group_id ?? null;
+      let groupId = data.group_id ?? null;
       if (userId === null && data.username) {
         const user = await em.findOneBy(UserEntity, { username_key: data.username.toLowerCase() });
         if (!user) throw modelSaveError({ username: ['does not name an existing user'] });
         userId = user.id;
+      }
+      if (groupId === null && data.group_name) {
+        const group = await em.findOneBy(GroupEntity, { name: data.group_name });
+        if (!group) throw modelSaveError({ group_name: ['does not name an existing group'] });
+        groupId = group.id;
       }
       if (userId !== null && groupId !== null)
         throw modelSaveError({ base: ['user_id and group_id cannot both be set'] });
@@ -208,4 +266,32 @@ export class Permissions {
       group_name: groups.find((g) => g.id === r.group_id)?.name ?? null,
     }));
   }
+}
+
+/**
+ * inFolder narrows `base` to rows on `folder` or below it. A list already narrowed to known paths
+ * (`paths`: filter[path] or filter[applies_to]) keeps those in the folder; otherwise the rows are
+ * found with a byte-exact prefix test, as the file tree's subtree queries do, and `i` keeps the
+ * parameters of several folders apart in one query.
+ */
+function inFolder(
+  base: FindOptionsWhere<PermissionRow>,
+  paths: string[] | undefined,
+  folder: string,
+  i: number,
+): FindOptionsWhere<PermissionRow>[] {
+  const prefix = `${folder}/`;
+  if (paths !== undefined) {
+    const inside = paths.filter((path) => folder === '' || path === folder || path.startsWith(prefix));
+    return inside.length ? [{ ...base, path: In(inside) }] : [];
+  }
+  if (folder === '') return [base];
+  const below = Raw((col) => `substr(${col}, 1, :adminLen${i}) = :adminPrefix${i}`, {
+    [`adminLen${i}`]: [...prefix].length,
+    [`adminPrefix${i}`]: prefix,
+  });
+  return [
+    { ...base, path: folder },
+    { ...base, path: below },
+  ];
 }

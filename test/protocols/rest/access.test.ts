@@ -5,7 +5,18 @@
  */
 import { expect } from 'chai';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
-import { API, createKey, createUser, expectError, keyAuth, login, sessionAuth, unique } from './client.ts';
+import {
+  API,
+  asList,
+  createKey,
+  createUser,
+  expectError,
+  keyAuth,
+  login,
+  parseXml,
+  sessionAuth,
+  unique,
+} from './client.ts';
 
 describe('REST access', () => {
   let gw: TestGateway;
@@ -271,6 +282,142 @@ describe('REST access', () => {
         body: { username: user.username, password: user.password },
       });
       expect(old.status, old.text).to.equal(200);
+    });
+  });
+
+  describe('admin page extensions', () => {
+    const as = async (headers: Record<string, string>, method: string, path: string, body?: unknown) =>
+      gw.request(method, `${API}${path}`, { headers, ...(body === undefined ? {} : { body }) });
+    const grant = async (body: Record<string, unknown>) => {
+      const r = await as(site, 'POST', '/permissions', body);
+      expect(r.status, r.text).to.equal(201);
+      return r.json.id as number;
+    };
+
+    it('GET /permissions/effective names the grant of each capability, for site and Folder Admins only', async () => {
+      const member = await createUser(gw);
+      const folderAdmin = await createUser(gw);
+      const g = await as(site, 'POST', '/groups', { name: unique('eff'), user_ids: String(member.id) });
+      const viaGroup = await grant({ path: 'rest-eff/team', permission: 'readonly', group_id: g.json.id });
+      await grant({ path: 'rest-eff/team', permission: 'admin', user_id: folderAdmin.id });
+      const expected = (caps: string[]) =>
+        ['list', 'read', 'write', 'delete', 'admin'].map((c) => ({
+          capability: c,
+          allowed: caps.includes(c),
+          grants: caps.includes(c)
+            ? [
+                {
+                  via: 'group',
+                  permission_id: viaGroup,
+                  path: 'rest-eff/team',
+                  permission: 'readonly',
+                  group_id: g.json.id,
+                  group_name: g.json.name,
+                },
+              ]
+            : [],
+        }));
+      const q = `/permissions/effective?user_id=${member.id}&path=rest-eff/team/sub`;
+      const fa = sessionAuth(await login(gw, folderAdmin.username, folderAdmin.password));
+      for (const headers of [admins['site admin session']!, fa]) {
+        const r = await as(headers, 'GET', q);
+        expect(r.status, r.text).to.equal(200);
+        expect(r.json).to.deep.equal({
+          user_id: member.id,
+          username: member.username,
+          path: 'rest-eff/team/sub',
+          site_admin: false,
+          capabilities: expected(['list', 'read']),
+        });
+      }
+      const xml = await as(site, 'GET', q.replace('effective?', 'effective.xml?'));
+      expect(xml.status, xml.text).to.equal(200);
+      const doc = parseXml(xml.text)['effective-rights'];
+      expect(
+        asList(doc.capabilities.capability).map((c: { capability: string }) => c.capability),
+      ).to.deep.equal(['list', 'read', 'write', 'delete', 'admin']);
+      const outside = await as(fa, 'GET', `/permissions/effective?user_id=${member.id}&path=rest-eff`);
+      expectError(outside, 403, 'not-authorized/folder-admin-permission-required');
+      expect(outside.json.error).to.equal('You need admin permission on /rest-eff to do this');
+      expectError(
+        await as(callers['user session']!, 'GET', q),
+        403,
+        'not-authorized/folder-admin-permission-required',
+      );
+      expectError(
+        await as(site, 'GET', '/permissions/effective?username=nobody-by-this-name&path=x'),
+        404,
+        'not-found/user-not-found',
+      );
+    });
+
+    it('a Folder Admin lists every permission in their folder, not beside it', async () => {
+      const folderAdmin = await createUser(gw);
+      const someone = await createUser(gw);
+      const adminRow = await grant({ path: 'rest-fa/dept', permission: 'admin', user_id: folderAdmin.id });
+      const inside = await grant({ path: 'rest-fa/dept/in', permission: 'full', user_id: someone.id });
+      const beside = await grant({ path: 'rest-fa/dept-2', permission: 'full', user_id: someone.id });
+      const above = await grant({ path: 'rest-fa', permission: 'readonly', user_id: someone.id });
+      const fa = keyAuth((await createKey(gw, folderAdmin.id)).key);
+      const ids = async (query: string) => {
+        const r = await as(fa, 'GET', `/permissions${query}`);
+        expect(r.status, r.text).to.equal(200);
+        return r.json.map((p: { id: number }) => p.id).sort((x: number, y: number) => x - y);
+      };
+      const all = await ids('');
+      expect(all).to.include.members([adminRow, inside]);
+      expect(all).not.to.include.members([beside]);
+      expect(all).not.to.include.members([above]);
+      expect(await ids('?filter[applies_to]=rest-fa/dept/in/deeper')).to.deep.equal([adminRow, inside]);
+      const refused = await as(fa, 'POST', '/permissions', {
+        path: 'rest-fa/dept-2',
+        permission: 'readonly',
+        user_id: someone.id,
+      });
+      expectError(refused, 403, 'not-authorized/folder-admin-permission-required');
+      expectError(
+        await as(fa, 'DELETE', `/permissions/${beside}`),
+        403,
+        'not-authorized/folder-admin-permission-required',
+      );
+    });
+
+    it('/groups/:id/members adds by username, pages with names, removes one, for site admins only', async () => {
+      const a = await createUser(gw, { name: 'Ann Member' });
+      const b = await createUser(gw);
+      const g = await as(site, 'POST', '/groups', { name: unique('members'), user_ids: String(b.id) });
+      const members = `/groups/${g.json.id}/members`;
+      const added = await as(site, 'POST', members, { username: a.username.toUpperCase() });
+      expect(added.status, added.text).to.equal(201);
+      expect(added.json).to.deep.equal({ user_id: a.id, username: a.username, name: 'Ann Member' });
+      const again = await as(site, 'POST', members, { user_id: a.id });
+      expectError(again, 422, 'processing-failure/model-save-error');
+      expect(again.json.error).to.contain('is already a member');
+      expectError(
+        await as(site, 'POST', members, { username: 'nobody-at-all' }),
+        422,
+        'processing-failure/model-save-error',
+      );
+      const first = await as(site, 'GET', `${members}?per_page=1`);
+      expect(first.status, first.text).to.equal(200);
+      expect(first.json.map((m: { user_id: number }) => m.user_id)).to.deep.equal([Math.min(a.id, b.id)]);
+      const cursor = first.headers['x-svc-cursor-next'] as string;
+      const second = await as(site, 'GET', `${members}?per_page=1&cursor=${encodeURIComponent(cursor)}`);
+      expect(second.json.map((m: { user_id: number }) => m.user_id)).to.deep.equal([Math.max(a.id, b.id)]);
+      expect((await show(`/groups/${g.json.id}`)).user_ids).to.equal(
+        [a.id, b.id].sort((x, y) => x - y).join(','),
+      );
+      expectError(
+        await as(callers['user key']!, 'POST', members, { user_id: a.id }),
+        403,
+        'not-authorized/site-admin-required',
+      );
+      expectError(await as(callers['user key']!, 'GET', members), 403, 'not-authorized/site-admin-required');
+      const removed = await as(admins['site admin session']!, 'DELETE', `${members}/${b.id}`);
+      expect(removed.status, removed.text).to.equal(200);
+      expect((await show(`/groups/${g.json.id}`)).user_ids).to.equal(String(a.id));
+      expectError(await as(site, 'DELETE', `${members}/${b.id}`), 404, 'not-found/user-not-found');
+      expectError(await as(site, 'GET', '/groups/999999999/members'), 404, 'not-found/group-not-found');
     });
   });
 });

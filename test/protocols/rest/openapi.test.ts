@@ -248,6 +248,11 @@ describe(`REST API reference (OpenAPI 3.1, ${dbKind})`, function () {
     await checked('get', `${API}/permissions?filter[path]=ref`, { headers: site });
     const note = await checked('post', `${API}/notifications`, json({ path: 'ref', user_id: uid }));
     await checked('get', `${API}/notifications`, { headers: site });
+    // Group members one by one and effective rights (extensions of the admin pages)
+    await checked('delete', `${API}/groups/${gid}/members/${uid}`, { headers: site });
+    await checked('post', `${API}/groups/${gid}/members`, json({ user_id: uid }));
+    await checked('get', `${API}/groups/${gid}/members`, { headers: site });
+    await checked('get', `${API}/permissions/effective?user_id=${uid}&path=ref/sub`, { headers: site });
 
     // API keys and SSH keys
     const key = await checked('post', `${API}/api_keys`, json({ user_id: uid, name: 'ref key' }));

@@ -205,3 +205,179 @@ describe(`core access: permission matrix (${dbKind})`, () => {
     });
   });
 });
+
+describe(`core access: effective rights and the Folder Admin's view (${dbKind})`, () => {
+  let t: TestCore;
+  const op = operatorPrincipal();
+  before(async () => {
+    t = await openTestCore();
+  });
+  after(async () => t.close());
+
+  const newUser = async (fields: Record<string, unknown> = {}) =>
+    t.core.users.create(op, { username: unique('u'), password: 'password-1', ...fields });
+  const grant = (fields: Record<string, unknown>) => t.core.permissions.create(op, fields);
+  /** each capability with the grants giving it, as "path:level via", "-" when refused */
+  const explain = async (p: Principal, query: Record<string, unknown>) => {
+    const e = await t.core.permissions.effective(p, query);
+    return Object.fromEntries(
+      e.capabilities.map((c) => [
+        c.capability,
+        c.allowed
+          ? c.grants
+              .map((g) =>
+                g.via === 'site_admin' ? 'site admin' : `${g.path}:${g.permission} ${g.group_name ?? 'own'}`,
+              )
+              .join(', ')
+          : '-',
+      ]),
+    );
+  };
+
+  it("names the grant of each capability: the user's own row, a group's, on the path or an ancestor", async () => {
+    const user = await newUser();
+    const group = await t.core.groups.create(op, { name: unique('eff'), user_ids: String(user.id) });
+    await grant({ path: 'eff', permission: 'readonly', user_id: user.id });
+    await grant({ path: 'eff/team', permission: 'writeonly', group_id: group.id });
+    await grant({ path: 'eff/other', permission: 'full', group_id: group.id });
+    const e = await t.core.permissions.effective(op, { user_id: user.id, path: '/eff/team/deep/' });
+    expect(e).to.include({
+      user_id: user.id,
+      username: user.username,
+      path: 'eff/team/deep',
+      site_admin: false,
+    });
+    expect(await explain(op, { username: user.username.toUpperCase(), path: 'eff/team/deep' })).to.deep.equal(
+      {
+        list: 'eff:readonly own',
+        read: 'eff:readonly own',
+        write: `eff/team:writeonly ${group.name}`,
+        delete: '-',
+        admin: '-',
+      },
+    );
+    // The same rows the checks use: what it allows is exactly what rightsOn gives.
+    const p = await principalFor(t.core, user.id);
+    const caps = [...(await dbOf(t.core).read((em) => rightsOn(em, p, 'eff/team/deep')))].sort();
+    expect(
+      e.capabilities
+        .filter((c) => c.allowed)
+        .map((c) => c.capability)
+        .sort(),
+    ).to.deep.equal(caps);
+  });
+
+  it('answers site admin for every capability of a site admin, and nothing for a user without rows', async () => {
+    const admin = await newUser({ site_admin: true });
+    const nobody = await newUser();
+    const all = {
+      list: 'site admin',
+      read: 'site admin',
+      write: 'site admin',
+      delete: 'site admin',
+      admin: 'site admin',
+    };
+    expect(await explain(op, { user_id: admin.id, path: 'any/where' })).to.deep.equal(all);
+    const none = { list: '-', read: '-', write: '-', delete: '-', admin: '-' };
+    expect(await explain(op, { user_id: nobody.id, path: 'any/where' })).to.deep.equal(none);
+    expect(await explain(op, { user_id: nobody.id })).to.deep.equal(none);
+  });
+
+  it('lets a Folder Admin ask inside their folders only, and refuses plain users and unknown users in words', async () => {
+    const folderAdmin = await newUser();
+    const member = await newUser();
+    await grant({ path: 'fa/mine', permission: 'admin', user_id: folderAdmin.id });
+    await grant({ path: 'fa', permission: 'full', user_id: member.id });
+    const p = await principalFor(t.core, folderAdmin.id);
+    expect((await explain(p, { user_id: member.id, path: 'fa/mine/x' })).delete).to.equal('fa:full own');
+    const outside = await expectError(
+      t.core.permissions.effective(p, { user_id: member.id, path: 'fa' }),
+      'not-authorized/folder-admin-permission-required',
+    );
+    expect(outside.message).to.equal('You need admin permission on /fa to do this');
+    await expectError(
+      t.core.permissions.effective(await principalFor(t.core, member.id), {
+        user_id: folderAdmin.id,
+        path: 'fa',
+      }),
+      'not-authorized/folder-admin-permission-required',
+    );
+    const unknown = await expectError(
+      t.core.permissions.effective(op, { username: 'no-such-user-here', path: 'fa' }),
+      'not-found/user-not-found',
+    );
+    expect(unknown.message).to.contain('no-such-user-here');
+    await expectError(
+      t.core.permissions.effective(op, { path: 'fa' }),
+      'processing-failure/model-save-error',
+    );
+  });
+
+  it('shows a Folder Admin every row on or below their folders, besides their own and their groups', async () => {
+    const folderAdmin = await newUser();
+    const a = await newUser();
+    const b = await newUser();
+    const group = await t.core.groups.create(op, { name: unique('fa'), user_ids: String(folderAdmin.id) });
+    const adminRow = await grant({ path: 'scope/dept', permission: 'admin', group_id: group.id });
+    const on = await grant({ path: 'scope/dept', permission: 'readonly', user_id: a.id });
+    const below = await grant({ path: 'scope/dept/x/y', permission: 'full', user_id: b.id });
+    const sibling = await grant({ path: 'scope/dept2', permission: 'full', user_id: a.id });
+    const above = await grant({ path: 'scope', permission: 'full', user_id: b.id });
+    const own = await grant({ path: 'elsewhere', permission: 'readonly', user_id: folderAdmin.id });
+    const p = await principalFor(t.core, folderAdmin.id);
+    const ids = async (filter?: Record<string, string>) =>
+      (await t.core.permissions.list(p, { per_page: 1000, ...(filter ? { filter } : {}) })).items
+        .map((r) => r.id)
+        .sort((x, y) => x - y);
+    expect(await ids()).to.deep.equal([adminRow.id, on.id, below.id, own.id].sort((x, y) => x - y));
+    expect(await ids({ path: 'scope/dept2' })).to.deep.equal([]);
+    expect(await ids({ path: 'scope/dept/x/y' })).to.deep.equal([below.id]);
+    // applies_to: the rows that count on a path, on it and its ancestors, within what one may see
+    expect(await ids({ applies_to: 'scope/dept/x/y/z' })).to.deep.equal(
+      [adminRow.id, on.id, below.id].sort((x, y) => x - y),
+    );
+    const adminView = (await t.core.permissions.list(op, { filter: { applies_to: 'scope/dept/x' } })).items;
+    expect(adminView.map((r) => r.id).sort((x, y) => x - y)).to.deep.equal(
+      [above.id, adminRow.id, on.id].sort((x, y) => x - y),
+    );
+    expect(adminView.map((r) => r.id)).not.to.include(sibling.id);
+    // A plain user still sees only their own rows.
+    const plain = (await t.core.permissions.list(await principalFor(t.core, a.id), {})).items;
+    expect(plain.map((r) => r.id).sort((x, y) => x - y)).to.deep.equal([on.id, sibling.id]);
+  });
+
+  it('refuses a Folder Admin granting or revoking outside their folders, and allows it inside', async () => {
+    const folderAdmin = await newUser();
+    const someone = await newUser();
+    await grant({ path: 'fb/mine', permission: 'admin', user_id: folderAdmin.id });
+    const outsideRow = await grant({ path: 'fb/theirs', permission: 'readonly', user_id: someone.id });
+    const p = await principalFor(t.core, folderAdmin.id);
+    const inside = await t.core.permissions.create(p, {
+      path: 'fb/mine/sub',
+      permission: 'full',
+      username: someone.username,
+    });
+    await t.core.permissions.remove(p, inside.id);
+    // A Folder Admin cannot list groups; they name one (our extension group_name).
+    const group = await t.core.groups.create(op, { name: unique('by name') });
+    const byName = await t.core.permissions.create(p, {
+      path: 'fb/mine',
+      permission: 'readonly',
+      group_name: group.name,
+    });
+    expect(byName).to.include({ group_id: group.id, group_name: group.name, user_id: null });
+    const unknown = await expectError(
+      t.core.permissions.create(p, { path: 'fb/mine', permission: 'readonly', group_name: 'no such group' }),
+      'processing-failure/model-save-error',
+    );
+    expect(unknown.model!.model_errors).to.have.property('group_name');
+    await expectError(
+      t.core.permissions.create(p, { path: 'fb/theirs', permission: 'full', user_id: someone.id }),
+      'not-authorized/folder-admin-permission-required',
+    );
+    await expectError(
+      t.core.permissions.remove(p, outsideRow.id),
+      'not-authorized/folder-admin-permission-required',
+    );
+  });
+});
