@@ -117,6 +117,9 @@ function App() {
   if (me === null) return <SignIn notice={notice} onSignedIn={signedIn} />;
   const canShare = Boolean(me.user.attachments_permission || me.user.site_admin);
   const view = viewOf(hash, me);
+  // An admin page this person may not open (or an unknown one) leaves no address behind.
+  if (view === 'files' && hash && !hash.startsWith('#/'))
+    history.replaceState(null, '', location.pathname + location.search);
   const adminPages = visibleAdminPages(me);
   const isAdminView = !VIEWS.some(([v]) => v === view);
   if (isAdminView && !admin) {

@@ -4,8 +4,9 @@ export const nameOf = (path: string) => path.slice(path.lastIndexOf('/') + 1);
 export const parentOf = (path: string) => (path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '');
 export const join = (folder: string, name: string) => (folder ? `${folder}/${name}` : name);
 
+/** folderFromHash reads the folder of the address (#/a/b); a page's address (#users) is none. */
 export function folderFromHash(home = ''): string {
-  if (!location.hash) return home;
+  if (!location.hash.startsWith('#/')) return home;
   const raw = location.hash.replace(/^#\/?/, '');
   try {
     return decodeURIComponent(raw).replace(/^\/+|\/+$/g, '');

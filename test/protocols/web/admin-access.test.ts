@@ -278,6 +278,11 @@ const PASSWORD = 'correct-horse-9';
       await page.getByRole('navigation', { name: 'Breadcrumbs' }).waitFor();
       expect(await page.getByRole('heading', { name: 'Users' }).count()).to.equal(0);
       expect(await page.locator('main.admin').count()).to.equal(0);
+      // The browser opens the user's home (here the site root, where paul may not list), never a
+      // folder named after the page.
+      await page.getByRole('alert').waitFor();
+      expect(await page.getByRole('alert').textContent()).to.not.include('/users');
+      expect(new URL(page.url()).hash).to.equal('');
     });
   },
 );
