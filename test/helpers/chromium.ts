@@ -46,3 +46,26 @@ export function launchChromium(): Promise<Browser> {
     ],
   });
 }
+
+/** watchCsp collects the page's Content Security Policy refusals from its console, as they come. */
+export function watchCsp(page: Page): string[] {
+  const refused: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text());
+  });
+  return refused;
+}
+
+/** signInAs fills the sign-in form on `page` (at the web interface's address) and waits until signed in. */
+export async function signInAs(page: Page, username: string, password: string): Promise<void> {
+  await page.getByLabel('Username').fill(username);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign out' }).waitFor();
+}
+
+/** openAdminPage opens an admin page from the Administration nav and waits for its heading. */
+export async function openAdminPage(page: Page, name: string): Promise<void> {
+  await page.getByRole('navigation', { name: 'Administration' }).getByRole('button', { name }).click();
+  await page.getByRole('heading', { name, level: 1 }).waitFor();
+}

@@ -11,7 +11,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { buildPage, launchChromium, saveScreen } from '../../helpers/chromium.ts';
+import { buildPage, launchChromium, saveScreen, signInAs } from '../../helpers/chromium.ts';
 import { api, startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 
@@ -70,10 +70,7 @@ const PASSWORD = 'correct-horse-9';
       contexts.push(context);
       const page = await context.newPage();
       await page.goto(`${base}/`);
-      await page.getByLabel('Username').fill(username);
-      await page.getByLabel('Password').fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page.getByRole('button', { name: 'Sign out' }).waitFor();
+      await signInAs(page, username, PASSWORD);
       return page;
     }
 

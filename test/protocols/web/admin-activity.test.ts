@@ -14,7 +14,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import Papa from 'papaparse';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { buildPage, launchChromium, saveScreen } from '../../helpers/chromium.ts';
+import { buildPage, launchChromium, saveScreen, signInAs, openAdminPage } from '../../helpers/chromium.ts';
 import { api, startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 import { sftpBatch } from '../sftp/clients.ts';
@@ -90,14 +90,8 @@ const PASSWORD = 'correct-horse-9';
       contexts.push(context);
       const page = await context.newPage();
       await page.goto(`${base}/`);
-      await page.getByLabel('Username').fill(username);
-      await page.getByLabel('Password').fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page
-        .getByRole('navigation', { name: 'Administration' })
-        .getByRole('button', { name: pageName })
-        .click();
-      await page.getByRole('heading', { name: pageName }).waitFor();
+      await signInAs(page, username, PASSWORD);
+      await openAdminPage(page, pageName);
       return page;
     }
 

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { api, startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
-import { buildPage, launchChromium, saveScreen } from '../../helpers/chromium.ts';
+import { buildPage, launchChromium, saveScreen, signInAs, openAdminPage } from '../../helpers/chromium.ts';
 import { dbKind, TEST_DATABASE_URL } from '../../helpers/gateway.ts';
 import { openSftp, sftpClosed, type OpenSftp } from '../../helpers/open-sftp.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../../helpers/process.ts';
@@ -73,14 +73,8 @@ const PASSWORD = 'connections-web-1';
       sftp = openSftp(b.ports.sftp!, 'mallory', PASSWORD, 800);
       sftp.run(`put ${path.join(work, 'big.bin')} big.bin`);
       await page.goto(`https://127.0.0.1:${gw.port}/`);
-      await page.getByLabel('Username').fill('admin');
-      await page.getByLabel('Password').fill('admin-password');
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page
-        .getByRole('navigation', { name: 'Administration' })
-        .getByRole('button', { name: 'Connections' })
-        .click();
-      await page.getByRole('heading', { name: 'Connections' }).waitFor();
+      await signInAs(page, 'admin', 'admin-password');
+      await openAdminPage(page, 'Connections');
       const table = page.getByRole('table', { name: 'Connections' });
       const row = table.getByRole('row').filter({ hasText: 'mallory' });
       await row.filter({ hasText: 'so far' }).waitFor();

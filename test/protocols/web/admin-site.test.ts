@@ -13,7 +13,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { buildPage, launchChromium, saveScreen } from '../../helpers/chromium.ts';
+import { buildPage, launchChromium, saveScreen, signInAs } from '../../helpers/chromium.ts';
 import { startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 
@@ -105,10 +105,7 @@ const BILLING = [
       contexts.push(context);
       const page = await context.newPage();
       await page.goto(`${base}/`);
-      await page.getByLabel('Username').fill(ADMIN.username);
-      await page.getByLabel('Password').fill(ADMIN.password);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page.getByRole('button', { name: 'Sign out' }).waitFor();
+      await signInAs(page, ADMIN.username, ADMIN.password);
       return page;
     }
 

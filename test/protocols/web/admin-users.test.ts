@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { buildPage, launchChromium, saveScreen } from '../../helpers/chromium.ts';
+import { buildPage, launchChromium, saveScreen, signInAs, openAdminPage } from '../../helpers/chromium.ts';
 import { api, startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 import { sftpBatch } from '../sftp/clients.ts';
@@ -81,14 +81,8 @@ function status(
           cspErrors.push(m.text());
       });
       await page.goto(`${base}/`);
-      await page.getByLabel('Username').fill('admin');
-      await page.getByLabel('Password').fill('admin-password');
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page
-        .getByRole('navigation', { name: 'Administration' })
-        .getByRole('button', { name: 'Users' })
-        .click();
-      await page.getByRole('heading', { name: 'Users', exact: true }).waitFor();
+      await signInAs(page, 'admin', 'admin-password');
+      await openAdminPage(page, 'Users');
     });
 
     after(async () => {

@@ -14,7 +14,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { buildPage, launchChromium, saveScreen, SCREENS } from '../../helpers/chromium.ts';
+import {
+  buildPage,
+  launchChromium,
+  saveScreen,
+  SCREENS,
+  signInAs,
+  watchCsp,
+} from '../../helpers/chromium.ts';
 import { SftpClient } from '../../helpers/live-clients.ts';
 import { api, startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
@@ -160,16 +167,9 @@ interface Action {
     ): Promise<{ page: Page; cspErrors: string[] }> {
       const ctx = opts.ctx ?? (await context(opts.width));
       const page = await ctx.newPage();
-      const cspErrors: string[] = [];
-      page.on('console', (m) => {
-        if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text()))
-          cspErrors.push(m.text());
-      });
+      const cspErrors = watchCsp(page);
       await page.goto(`${opts.origin ?? base}/`);
-      await page.getByLabel('Username').fill(username);
-      await page.getByLabel('Password').fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page.getByRole('button', { name: 'Sign out' }).waitFor();
+      await signInAs(page, username, PASSWORD);
       return { page, cspErrors };
     }
 

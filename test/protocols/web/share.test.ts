@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { launchChromium } from '../../helpers/chromium.ts';
+import { launchChromium, signInAs, watchCsp } from '../../helpers/chromium.ts';
 import { api, must, startGateway, stopChild, type ApiTarget, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 import { png } from '../../helpers/images.ts';
@@ -121,21 +121,14 @@ interface Action {
     });
     contexts.push(context);
     const page = await context.newPage();
-    const cspErrors: string[] = [];
-    page.on('console', (m) => {
-      if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text()))
-        cspErrors.push(m.text());
-    });
+    const cspErrors = watchCsp(page);
     await page.goto(url);
     return { page, cspErrors };
   }
 
   async function signIn(username: string): Promise<Page> {
     const { page } = await fresh();
-    await page.getByLabel('Username').fill(username);
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+    await signInAs(page, username, PASSWORD);
     return page;
   }
 

@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { buildPage, launchChromium, saveScreen } from '../../helpers/chromium.ts';
+import { buildPage, launchChromium, saveScreen, signInAs, watchCsp } from '../../helpers/chromium.ts';
 import { api, startGateway, stopChild, type GatewayInfo } from '../../bench/lib.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 
@@ -121,21 +121,14 @@ interface Action {
       });
       contexts.push(context);
       const page = await context.newPage();
-      const cspErrors: string[] = [];
-      page.on('console', (m) => {
-        if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text()))
-          cspErrors.push(m.text());
-      });
+      const cspErrors = watchCsp(page);
       await page.goto(`${base}/`);
       return { page, cspErrors };
     }
 
     async function signIn(username: string, password = PASSWORD): Promise<Page> {
       const { page } = await fresh();
-      await page.getByLabel('Username').fill(username);
-      await page.getByLabel('Password').fill(password);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page.getByRole('button', { name: 'Sign out' }).waitFor();
+      await signInAs(page, username, password);
       return page;
     }
 
@@ -161,10 +154,7 @@ interface Action {
 
     it('signs in; the cookie is Secure, HttpOnly, SameSite=Strict; Actions say interface web', async () => {
       const { page, cspErrors } = await fresh();
-      await page.getByLabel('Username').fill('alice');
-      await page.getByLabel('Password').fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page.getByRole('button', { name: 'Sign out' }).waitFor();
+      await signInAs(page, 'alice', PASSWORD);
       await row(page, 'docs').waitFor();
       const cookie = (await page.context().cookies()).find((c) => c.name === 'SvcWeb');
       expect(cookie, 'session cookie').to.exist;
