@@ -48,7 +48,6 @@ try {
     SVC_FTP_PORT: 'off',
     SVC_FTPS_PORT: 'off',
     SVC_SFTP_PORT: 'off',
-    SVC_LOG_LEVEL: 'warn',
   });
   cleanups.push(async () => void (await stopProcess(gw)));
   const ca = readFileSync(path.join(dataDir, 'tls', 'cert.pem'));
