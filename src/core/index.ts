@@ -271,7 +271,7 @@ export async function createCore(
       await files.stop();
       await db.close();
     },
-    site: new Site(ctx, db.kind),
+    site: new Site(ctx, db.kind, connections),
   };
   keepInternals(core, { db, files });
   return core;

@@ -798,6 +798,30 @@ export const ConnectionEntity = new EntitySchema<ConnectionRow>({
   },
 });
 
+/** InstanceRow is a gateway process serving the site, renewed by it while it runs (issue 15, item 6). */
+export interface InstanceRow {
+  /** the name its connections carry (Connections.instance) */
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  started_at: Date;
+  last_seen_at: Date;
+}
+
+export const InstanceEntity = new EntitySchema<InstanceRow>({
+  name: 'Instance',
+  tableName: 'instances',
+  columns: {
+    id: { type: 'varchar', length: 64, primary: true },
+    host: { type: 'varchar', length: 100 },
+    pid: { type: 'integer' },
+    version: { type: 'varchar', length: 40 },
+    started_at: time(),
+    last_seen_at: time(),
+  },
+});
+
 /** entities lists every schema the data source knows. */
 export const entities = [
   UserEntity,
@@ -825,4 +849,5 @@ export const entities = [
   AccountLineItemEntity,
   BundleEntity,
   ConnectionEntity,
+  InstanceEntity,
 ];

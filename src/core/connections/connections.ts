@@ -18,7 +18,14 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import os from 'node:os';
 import { In, IsNull, LessThan, MoreThanOrEqual, Not, type EntityManager } from 'typeorm';
-import { ConnectionEntity, type ConnectionRow, type TransferDirection } from '../../db/entities.ts';
+import {
+  ConnectionEntity,
+  InstanceEntity,
+  type ConnectionRow,
+  type InstanceRow,
+  type TransferDirection,
+} from '../../db/entities.ts';
+import { VERSION } from '../site/site.ts';
 import { requireSiteAdmin } from '../access/guards.ts';
 import { LogThrottle } from '../../log.ts';
 import type { CoreContext } from '../context.ts';
@@ -112,6 +119,9 @@ export class Connections {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private lastForget = 0;
+  /** when this instance's own row was last written (it is renewed every expireMs / 3) */
+  private lastBeat = 0;
+  private readonly startedAt = new Date();
   private readonly throttle = new LogThrottle(60_000);
   readonly timing: ConnectionTiming;
 
@@ -177,7 +187,10 @@ export class Connections {
     this.timer = null;
     await this.running;
     await this.ctx.db
-      .work((em) => em.delete(ConnectionEntity, { instance: this.instance }))
+      .work(async (em) => {
+        await em.delete(ConnectionEntity, { instance: this.instance });
+        await em.delete(InstanceEntity, { id: this.instance });
+      })
       .catch((err: unknown) => this.ctx.log.debug('connections: not deleted', { error: String(err) }));
   }
 
@@ -204,7 +217,9 @@ export class Connections {
     const locals = [...this.live.values()];
     const gone = [...this.gone];
     const forget = now.getTime() - this.lastForget >= this.timing.forgetMs / 5;
-    if (!locals.length && !gone.length && !forget) return;
+    // The instance's own row, so an instance without connections is seen too (the Site page).
+    const beat = now.getTime() - this.lastBeat >= this.timing.expireMs / 3;
+    if (!locals.length && !gone.length && !forget && !beat) return;
     const rows: ConnectionRow[] = locals.map((l) => {
       let current: (TransferStart & { started: Date }) | undefined;
       for (const t of l.transfers) current = t;
@@ -218,6 +233,23 @@ export class Connections {
       };
     });
     const ending = await this.ctx.db.work(async (em) => {
+      if (beat) {
+        const row: InstanceRow = {
+          id: this.instance,
+          host: os.hostname().slice(0, 100),
+          pid: process.pid,
+          version: VERSION,
+          started_at: this.startedAt,
+          last_seen_at: now,
+        };
+        await em
+          .createQueryBuilder()
+          .insert()
+          .into(InstanceEntity)
+          .values(row)
+          .orUpdate(['last_seen_at'], ['id'])
+          .execute();
+      }
       if (gone.length) await em.delete(ConnectionEntity, { id: In(gone) });
       for (let i = 0; i < rows.length; i += BATCH) {
         await em
@@ -239,6 +271,7 @@ export class Connections {
       });
     });
     if (forget) this.lastForget = now.getTime();
+    if (beat) this.lastBeat = now.getTime();
     for (const l of locals) l.written = true;
     for (const id of gone) this.gone.delete(id);
     for (const { id } of ending) this.closeLocal(id);
@@ -250,10 +283,22 @@ export class Connections {
   }
 
   private async forgetExpired(em: EntityManager, now: Date): Promise<number> {
-    const r = await em.delete(ConnectionEntity, {
-      last_seen_at: LessThan(new Date(now.getTime() - this.timing.forgetMs)),
-    });
+    const before = LessThan(new Date(now.getTime() - this.timing.forgetMs));
+    await em.delete(InstanceEntity, { last_seen_at: before });
+    const r = await em.delete(ConnectionEntity, { last_seen_at: before });
     return r.affected ?? 0;
+  }
+
+  /** instances lists the instances that renewed their row lately, oldest first (the Site page). */
+  async instances(): Promise<(InstanceRow & { current: boolean })[]> {
+    const since = new Date(Date.now() - this.timing.expireMs);
+    const rows = await this.ctx.db.read((em) =>
+      em.find(InstanceEntity, {
+        where: { last_seen_at: MoreThanOrEqual(since) },
+        order: { started_at: 'ASC' },
+      }),
+    );
+    return rows.map((r) => ({ ...r, current: r.id === this.instance }));
   }
 
   /** closeLocal calls the close callback of a connection of this instance, once. */

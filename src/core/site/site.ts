@@ -13,6 +13,7 @@ import type { DatabaseKind } from '../../db/database.ts';
 import { UserEntity, type UserRow } from '../../db/entities.ts';
 import { verifyPassword } from '../accounts/passwords.ts';
 import { requireSiteAdmin } from '../access/guards.ts';
+import type { Connections } from '../connections/connections.ts';
 import type { CoreContext } from '../context.ts';
 import type { Principal } from '../principal.ts';
 import { readCertificate, settingsChecks, type CertificateFacts } from './checks.ts';
@@ -90,11 +91,37 @@ export class Site {
   constructor(
     private readonly ctx: CoreContext,
     private readonly databaseKind: DatabaseKind,
+    private readonly connections: Connections,
   ) {}
 
   /** listening tells the core the ports its front ends are bound to (main.ts, before `ready`). */
   listening(ports: Record<string, number>): void {
     this.ports = { ...ports };
+  }
+
+  /**
+   * instancesSeen lists the instances that renewed their row lately (connections.ts), this one
+   * always included (its first renewal may not have run yet).
+   */
+  private async instancesSeen(): Promise<Instance[]> {
+    const seen = await this.connections.instances();
+    const here = {
+      host: os.hostname(),
+      pid: process.pid,
+      version: VERSION,
+      started_at: this.startedAt,
+      current: true,
+    };
+    const others = seen
+      .filter((r) => !r.current)
+      .map((r) => ({
+        host: r.host,
+        pid: r.pid,
+        version: r.version,
+        started_at: r.started_at,
+        current: false,
+      }));
+    return [here, ...others];
   }
 
   /** report is what runs and what to fix (site admins only). */
@@ -131,16 +158,7 @@ export class Site {
       ftp_passive_ports: `${config.ports.ftp_pasv.first}-${config.ports.ftp_pasv.last}`,
       ftp_passive_address: config.ftp.passive_address,
       certificate: readCertificate(config),
-      // Only this process until instances keep a row of their own in the database (issue 15, item 4).
-      instances: [
-        {
-          host: os.hostname(),
-          pid: process.pid,
-          version: VERSION,
-          started_at: this.startedAt,
-          current: true,
-        },
-      ],
+      instances: await this.instancesSeen(),
       problems,
       checked_at: new Date(),
     };

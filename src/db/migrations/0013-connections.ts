@@ -6,7 +6,8 @@ import { Table, TableIndex, type MigrationInterface, type QueryRunner } from 'ty
  * seconds in one statement, with the transfer in progress and its bytes so far; a row not renewed
  * for a while belongs to an instance that died and is not shown, then deleted. Ending a
  * connection marks its row; the owning instance closes it at its next renewal. Table API only, so
- * the one migration serves SQLite and PostgreSQL.
+ * the one migration serves SQLite and PostgreSQL. Each instance also renews a row of its own
+ * (`instances`), which the Site page lists.
  */
 export class Connections1765152000000 implements MigrationInterface {
   name = 'Connections1765152000000';
@@ -37,14 +38,30 @@ export class Connections1765152000000 implements MigrationInterface {
         ],
       }),
     );
+    // The instances serving the site, each renewed by its own process (the Site page's list).
+    await q.createTable(
+      new Table({
+        name: 'instances',
+        columns: [
+          { name: 'id', type: 'varchar', length: '64', isPrimary: true },
+          { name: 'host', type: 'varchar', length: '100' },
+          { name: 'pid', type: 'integer' },
+          { name: 'version', type: 'varchar', length: '40' },
+          { name: 'started_at', type: 'bigint' },
+          { name: 'last_seen_at', type: 'bigint' },
+        ],
+      }),
+    );
     if (q.connection.driver.options.type === 'postgres') {
       // Rewritten every few seconds and worthless after a crash of the server (every instance
       // writes its rows again at its next renewal): not worth a WAL record per renewal.
       await q.query('ALTER TABLE connections SET UNLOGGED');
+      await q.query('ALTER TABLE instances SET UNLOGGED');
     }
   }
 
   async down(q: QueryRunner): Promise<void> {
+    await q.dropTable('instances');
     await q.dropTable('connections');
   }
 }

@@ -13,7 +13,7 @@ import { operatorPrincipal, type Principal } from '../../../src/core/index.ts';
 import { Connections } from '../../../src/core/connections/connections.ts';
 import type { CoreContext } from '../../../src/core/context.ts';
 import { Paginator } from '../../../src/core/pagination.ts';
-import { ConnectionEntity } from '../../../src/db/entities.ts';
+import { ConnectionEntity, InstanceEntity } from '../../../src/db/entities.ts';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { dbOf } from '../../helpers/internals.ts';
 import { API, createKey, createUser, expectError, keyAuth } from './client.ts';
@@ -276,6 +276,36 @@ describe('REST /connections: live connections of every instance', () => {
     await setSeen(gw.core.connections.timing.forgetMs + 1000);
     expect(await gw.core.connections.forget()).to.be.at.least(1);
     expect(await count()).to.equal(0);
+  });
+
+  it('GET /site lists every instance that renews its row, even without connections, and drops a dead one', async () => {
+    const hosts = async () => {
+      const r = await gw.request('GET', `${API}/site`, site());
+      expect(r.status, r.text).to.equal(200);
+      return (r.json as { instances: { pid: number; current: boolean }[] }).instances;
+    };
+    const another = new Connections({
+      db: dbOf(gw.core),
+      log: gw.core.log,
+      paginator: new Paginator('another'),
+    } as unknown as CoreContext);
+    // The other instances of this file's tests that renewed already are seen too.
+    const others = async () => (await hosts()).filter((i) => !i.current).length;
+    const before = await others();
+    await another.renew(); // no connection: its own row alone
+    const seen = await hosts();
+    expect(seen.filter((i) => i.current)).to.have.length(1);
+    expect(seen.filter((i) => !i.current)).to.have.length(before + 1);
+    // It stops renewing (killed): once its row is older than the expiry, it is no longer seen.
+    await dbOf(gw.core).work((em) =>
+      em.update(
+        InstanceEntity,
+        { id: another.instance },
+        { last_seen_at: new Date(Date.now() - gw.core.connections.timing.expireMs - 1000) },
+      ),
+    );
+    expect(await others()).to.equal(before);
+    await another.stop();
   });
 
   it('pages the list with a cursor', async () => {
