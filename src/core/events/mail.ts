@@ -19,11 +19,11 @@ import nodemailer from 'nodemailer';
 import { In, type EntityManager } from 'typeorm';
 import {
   MailChangeEntity,
-  NotificationEntity,
   UserEntity,
   type MailChangeRow,
   type UserRow,
 } from '../../db/entities.ts';
+import { marks, sql } from '../../db/sql.ts';
 import { rightsOn, rightsOnEach } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { ancestorsOf, parentOf } from '../paths.ts';
@@ -98,8 +98,14 @@ export class Mailer {
   async enqueue(em: EntityManager, a: RecordedAction): Promise<number> {
     // File writes only: they carry the file's size (folder creation and account actions do not).
     if ((a.action !== 'create' && a.action !== 'update') || a.size === undefined || a.path === '') return 0;
-    const subs = await em.findBy(NotificationEntity, { path: In(ancestorsOf(parentOf(a.path))) });
-    const userIds = [...new Set(subs.map((s) => s.user_id))];
+    // Hand-written (db/sql.ts): every upload asks, and almost always hears nobody.
+    const folders = ancestorsOf(parentOf(a.path));
+    const subs = await sql<{ user_id: number | string }>(
+      em,
+      `SELECT user_id FROM notifications WHERE path IN (${marks(folders.length)})`,
+      folders,
+    );
+    const userIds = [...new Set(subs.map((s) => Number(s.user_id)))];
     if (userIds.length === 0) return 0;
     const users = await em.findBy(UserEntity, { id: In(userIds) });
     const now = new Date();

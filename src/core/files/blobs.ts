@@ -11,7 +11,9 @@
  * reclaimed in the background: deleted when no row refers to them and no live lease holds them.
  *
  * Leases. Every read of a blob (a download on any protocol, a copy or append source inside the
- * core) holds a lease: a row in blob_leases, inserted in the unit of work that resolves the file
+ * core) holds a lease, unless the store holds what it opened (the local store's open descriptor,
+ * `heldOnOpen`): a download there reads its file row, opens the blob, and reads the row again only
+ * when the blob was reclaimed in between (openHeld), writing nothing. A lease is a row in blob_leases, inserted in the unit of work that resolves the file
  * (or next to it), deleted when the stream closes. The release of the last lease of a garbage
  * blob reclaims it. Leases are rows because several instances share one database (DESIGN.md
  * "Scale-out"): a reader on another instance keeps its blob. A lease expires after LEASE_TTL_MS
@@ -31,6 +33,7 @@ import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { In, LessThan, MoreThan, Not, type DataSource, type EntityManager } from 'typeorm';
 import { afterCommit } from '../../db/database.ts';
+import { sql } from '../../db/sql.ts';
 import {
   BlobGarbageEntity,
   BlobLeaseEntity,
@@ -76,10 +79,12 @@ export async function markGarbage(em: EntityManager, blobIds: (string | null)[])
   // Under the collector's lock: a collector that found this blob still referenced (by the row this
   // unit of work drops) and dropped its mark must commit before the mark is looked for here.
   await lockBlobs(em, ids, true);
-  for (const blob_id of ids) {
-    if (!(await em.existsBy(BlobGarbageEntity, { blob_id })))
-      await em.insert(BlobGarbageEntity, { blob_id, since: new Date() });
-  }
+  const since = Date.now();
+  for (const id of ids)
+    await sql(em, 'INSERT INTO blob_garbage (blob_id, since) VALUES (?, ?) ON CONFLICT (blob_id) DO NOTHING', [
+      id,
+      since,
+    ]);
   const blobs = byDatabase.get(em.connection);
   if (blobs) afterCommit(em, () => blobs.reclaimSoon(ids));
 }
@@ -134,12 +139,12 @@ export class Blobs {
 
   private async insertLease(em: EntityManager, blobId: BlobId): Promise<Lease> {
     const lease: Lease = { id: randomBytes(16).toString('hex'), blobId };
-    await em.insert(BlobLeaseEntity, {
-      id: lease.id,
-      blob_id: blobId,
-      instance: this.instance,
-      expires_at: new Date(Date.now() + LEASE_TTL_MS),
-    });
+    await sql(em, 'INSERT INTO blob_leases (id, blob_id, instance, expires_at) VALUES (?, ?, ?, ?)', [
+      lease.id,
+      blobId,
+      this.instance,
+      Date.now() + LEASE_TTL_MS,
+    ]);
     afterCommit(em, () => this.hold(lease));
     return lease;
   }
@@ -222,6 +227,25 @@ export class Blobs {
     return this.opened(lease, opts);
   }
 
+  /** heldOnOpen tells whether an opened blob holds its bytes by itself (no lease needed to read it). */
+  get heldOnOpen(): boolean {
+    return this.store.heldOnOpen === true;
+  }
+
+  /**
+   * openHeld opens blob `blobId`, named by a file row just read, on a store that holds what it
+   * opened (heldOnOpen): no lease row, no write. Null when the blob is gone: the row was replaced
+   * and its old blob reclaimed between the read and the open, so the caller reads the row again.
+   */
+  async openHeld(blobId: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable | null> {
+    try {
+      return await this.store.get(blobId, opts);
+    } catch (err) {
+      if ((err as { code?: string }).code === 'ENOENT') return null;
+      throw err;
+    }
+  }
+
   /** opened opens the leased blob and releases the lease when the stream closes (or fails to open). */
   async opened(lease: Lease, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
     let stream: Readable;
@@ -248,7 +272,7 @@ export class Blobs {
     // that commit may forget the record and leave the blob's file unreferenced (space, not data).
     return this.ctx.db.work(
       async (em) => {
-        await em.insert(BlobGarbageEntity, { blob_id: id, since: new Date() });
+        await sql(em, 'INSERT INTO blob_garbage (blob_id, since) VALUES (?, ?)', [id, Date.now()]);
         return this.insertLease(em, id);
       },
       { durable: false },
@@ -257,8 +281,8 @@ export class Blobs {
 
   /** settle, in the unit of work that makes a row refer to the new blob, takes its pending mark and lease away. */
   async settle(em: EntityManager, blob: NewBlob): Promise<void> {
-    await em.delete(BlobGarbageEntity, { blob_id: blob.blobId });
-    await em.delete(BlobLeaseEntity, { id: blob.id });
+    await sql(em, 'DELETE FROM blob_garbage WHERE blob_id = ?', [blob.blobId]);
+    await sql(em, 'DELETE FROM blob_leases WHERE id = ?', [blob.id]);
     afterCommit(em, () => this.live.delete(blob.id));
   }
 

@@ -34,6 +34,14 @@ export interface BlobStore {
    */
   get(id: BlobId, opts?: { range?: ByteRange; signal?: AbortSignal }): Promise<Readable>;
 
+  /**
+   * heldOnOpen (optional) says that `get` has opened the blob by the time it resolves and that its
+   * stream reads every byte even when the blob is deleted meanwhile (a local file's open
+   * descriptor: POSIX keeps an unlinked file until its last close). A read then needs no lease
+   * row: opened once its file row was read, it holds the bytes by itself (blobs.ts "Leases").
+   */
+  readonly heldOnOpen?: boolean;
+
   /** size returns the byte length of blob `id`, or null when it does not exist. */
   size(id: BlobId): Promise<number | null>;
 

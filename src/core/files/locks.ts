@@ -6,14 +6,14 @@
  * module answers which locks exist and creates, refreshes and removes them.
  */
 import { randomUUID } from 'node:crypto';
-import { In, LessThan, type EntityManager } from 'typeorm';
+import { LessThan, type EntityManager } from 'typeorm';
 import { DavLockEntity, type DavLockRow } from '../../db/entities.ts';
+import { marks, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, isInside } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
-import { inSubtree } from './namespace.ts';
 import type { SessionScope } from './scope.ts';
 
 /** MAX_LOCK_SECONDS caps a lock's timeout; `Infinite` gets this too (RFC 4918 §10.7 lets the server choose). */
@@ -44,6 +44,47 @@ export interface LockRequest {
 const covers = (row: DavLockRow, site: string) =>
   row.path === site || (row.depth === 'infinity' && isInside(site, row.path));
 
+type RawLockRow = Omit<DavLockRow, 'user_id' | 'timeout_seconds' | 'created_at' | 'expires_at'> & {
+  user_id: number | string | null;
+  timeout_seconds: number | string;
+  created_at: number | string;
+  expires_at: number | string;
+};
+
+/**
+ * liveLocks reads the unexpired locks that cover `site` (on it, or depth infinity on an ancestor),
+ * and with `descendants` those on paths below it, in one hand-written statement (db/sql.ts): every
+ * write on every front end asks, and almost always hears none.
+ */
+async function liveLocks(em: EntityManager, site: string, descendants: boolean): Promise<DavLockRow[]> {
+  const ancestors = ancestorsOf(site);
+  const params: unknown[] = [...ancestors];
+  let where = `path IN (${marks(ancestors.length)})`;
+  if (descendants) {
+    if (site === '') where = '1 = 1';
+    else {
+      const prefix = `${site}/`;
+      where += ' OR substr(path, 1, ?) = ?';
+      params.push([...prefix].length, prefix);
+    }
+  }
+  const rows = await sql<RawLockRow>(
+    em,
+    'SELECT token, path, depth, scope, owner, user_id, timeout_seconds, created_at, expires_at ' +
+      `FROM dav_locks WHERE expires_at > ? AND (${where})`,
+    [Date.now(), ...params],
+  );
+  return rows
+    .map((r) => ({
+      ...r,
+      user_id: r.user_id === null ? null : Number(r.user_id),
+      timeout_seconds: Number(r.timeout_seconds),
+      created_at: new Date(Number(r.created_at)),
+      expires_at: new Date(Number(r.expires_at)),
+    }))
+    .filter((r) => covers(r, site) || (descendants && isInside(r.path, site)));
+}
+
 /** deleteLocksUnder removes the locks on `site` and below it (DELETE, MOVE source, overwritten destination). */
 export async function deleteLocksUnder(em: EntityManager, site: string): Promise<void> {
   await em.delete(DavLockEntity, { path: site });
@@ -72,11 +113,7 @@ export async function requireUnlocked(
   opts: { descendants?: boolean; show: (site: string) => string },
 ): Promise<void> {
   const now = new Date();
-  const above = await em.findBy(DavLockEntity, { path: In(ancestorsOf(site)) });
-  const below = opts.descendants
-    ? await inSubtree(em.getRepository(DavLockEntity).createQueryBuilder('l'), 'l', site).getMany()
-    : [];
-  const live = [...above.filter((r) => covers(r, site)), ...below].filter((r) => r.expires_at > now);
+  const live = await liveLocks(em, site, opts.descendants ?? false);
   if (live.length === 0) return;
   const me = p.user?.id ?? null;
   const roots = new Map<string, DavLockRow[]>();
@@ -110,13 +147,8 @@ export class Locks {
   }
 
   /** live reads the unexpired locks that cover `site`, and with `descendants` those below it. */
-  private async live(em: EntityManager, site: string, descendants: boolean): Promise<DavLockRow[]> {
-    const now = new Date();
-    const above = await em.findBy(DavLockEntity, { path: In(ancestorsOf(site)) });
-    const below = descendants
-      ? await inSubtree(em.getRepository(DavLockEntity).createQueryBuilder('l'), 'l', site).getMany()
-      : [];
-    return [...above.filter((r) => covers(r, site)), ...below].filter((r) => r.expires_at > now);
+  private live(em: EntityManager, site: string, descendants: boolean): Promise<DavLockRow[]> {
+    return liveLocks(em, site, descendants);
   }
 
   /**

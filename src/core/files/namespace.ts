@@ -7,8 +7,9 @@
  * case-sensitive on SQLite and PostgreSQL alike (LIKE is case-insensitive on SQLite, and a range
  * on `path` would depend on PostgreSQL's collation).
  */
-import { In, type EntityManager, type SelectQueryBuilder } from 'typeorm';
+import type { EntityManager, SelectQueryBuilder } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
+import { marks, sql } from '../../db/sql.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, baseName, parentOf } from '../paths.ts';
 import { markGarbage } from './blobs.ts';
@@ -70,10 +71,25 @@ export function inSubtree<T extends object>(
   });
 }
 
+// The files columns as FileRow names them; hand-written (db/sql.ts): these run for every file.
+const FILE_COLUMNS = 'id, path, parent, name, type, size, mtime, md5, crc32, blob_id';
+type RawFileRow = Omit<FileRow, 'id' | 'size' | 'mtime'> & {
+  id: number | string;
+  size: number | string | null;
+  mtime: number | string;
+};
+const fileRow = (r: RawFileRow): FileRow => ({
+  ...r,
+  id: Number(r.id),
+  size: r.size === null ? null : Number(r.size),
+  mtime: new Date(Number(r.mtime)),
+});
+
 /** getRow finds the row of a site path ('' is the root), or null. */
 export async function getRow(em: EntityManager, path: string): Promise<FileRow | null> {
   if (path === '') return ROOT;
-  return em.findOneBy(FileEntity, { path });
+  const [row] = await sql<RawFileRow>(em, `SELECT ${FILE_COLUMNS} FROM files WHERE path = ?`, [path]);
+  return row ? fileRow(row) : null;
 }
 
 /** getRows finds the rows of several site paths in one query ('' is the root); a missing path has none. */
@@ -81,8 +97,14 @@ export async function getRows(em: EntityManager, paths: readonly string[]): Prom
   const out = new Map<string, FileRow>();
   const wanted = paths.filter((p) => p !== '');
   if (paths.includes('')) out.set('', ROOT);
-  if (wanted.length)
-    for (const row of await em.findBy(FileEntity, { path: In(wanted) })) out.set(row.path, row);
+  if (wanted.length) {
+    const rows = await sql<RawFileRow>(
+      em,
+      `SELECT ${FILE_COLUMNS} FROM files WHERE path IN (${marks(wanted.length)})`,
+      wanted,
+    );
+    for (const row of rows) out.set(row.path, fileRow(row));
+  }
   return out;
 }
 

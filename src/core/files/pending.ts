@@ -25,6 +25,7 @@
 import { randomBytes } from 'node:crypto';
 import { LessThan, type EntityManager } from 'typeorm';
 import { PendingVersionEntity, UserEntity, type PendingVersionRow } from '../../db/entities.ts';
+import { sql } from '../../db/sql.ts';
 import { requireSiteAdmin } from '../access/guards.ts';
 import type { CoreContext } from '../context.ts';
 import type { Principal } from '../principal.ts';
@@ -46,9 +47,30 @@ export async function pendingAt(
   site: string,
 ): Promise<PendingVersionRow | null> {
   if (user === null) return null;
-  const row = await em.findOneBy(PendingVersionEntity, { user_id: user, path: site });
-  return row && row.expires_at.getTime() > Date.now() ? row : null;
+  // Hand-written (db/sql.ts): every stat and upload asks, and almost always hears none.
+  const [r] = await sql<RawPendingRow>(
+    em,
+    'SELECT id, user_id, path, parent, blob_id, size, interface, updated_at, expires_at ' +
+      'FROM pending_versions WHERE user_id = ? AND path = ? AND expires_at > ?',
+    [user, site, Date.now()],
+  );
+  return r
+    ? {
+        ...r,
+        user_id: Number(r.user_id),
+        size: Number(r.size),
+        updated_at: new Date(Number(r.updated_at)),
+        expires_at: new Date(Number(r.expires_at)),
+      }
+    : null;
 }
+
+type RawPendingRow = Omit<PendingVersionRow, 'user_id' | 'size' | 'updated_at' | 'expires_at'> & {
+  user_id: number | string;
+  size: number | string;
+  updated_at: number | string;
+  expires_at: number | string;
+};
 
 /** pendingIn lists `user`'s live pending versions directly inside `folder`. */
 export async function pendingIn(
@@ -64,10 +86,12 @@ export async function pendingIn(
 /** dropPending deletes `user`'s pending version of `site`, in the caller's unit of work; its blob becomes garbage. */
 export async function dropPending(em: EntityManager, user: number | null, site: string): Promise<void> {
   if (user === null) return;
-  const row = await em.findOneBy(PendingVersionEntity, { user_id: user, path: site });
-  if (!row) return;
-  await em.delete(PendingVersionEntity, { id: row.id });
-  await markGarbage(em, [row.blob_id]);
+  const dropped = await sql<{ blob_id: string }>(
+    em,
+    'DELETE FROM pending_versions WHERE user_id = ? AND path = ? RETURNING blob_id',
+    [user, site],
+  );
+  if (dropped.length) await markGarbage(em, dropped.map((r) => r.blob_id));
 }
 
 /**

@@ -409,6 +409,7 @@ export class FileSession {
     opts: { range?: ByteRange; record?: boolean; signal?: AbortSignal } = {},
   ): Promise<Download> {
     const site = this.site(path);
+    if (this.blobs.heldOnOpen) return this.openHeld(site, opts);
     // One unit of work: the check, the row, the lease on its blob, the Action. When the file was
     // replaced between the row's read and the lease (blobs.ts "Races"), again with the new row.
     const leased = async (em: EntityManager) => {
@@ -436,6 +437,42 @@ export class FileSession {
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     return { entry: toEntry(row, this.visible(site)), blobId: row.blob_id!, stream };
+  }
+
+  /**
+   * openHeld is openRead on a store whose open blob holds its bytes (blobs.ts "Leases"): the check
+   * and the row are read, the blob opened, and the `read` Action recorded (not synced on its own:
+   * it changes no file, and the next durable commit carries it), so a download writes one row.
+   */
+  private async openHeld(
+    site: string,
+    opts: { range?: ByteRange; record?: boolean; signal?: AbortSignal },
+  ): Promise<Download> {
+    for (let again = 0; again < 5; again++) {
+      const row = await this.ctx.db.read(async (em) => {
+        await requireCapability(em, this.principal, 'read', site, this.show);
+        return getRow(em, site);
+      });
+      if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
+      if (row.type === 'directory')
+        throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
+      checkRange(opts.range, row.size ?? 0);
+      const stream = await this.blobs.openHeld(row.blob_id!, {
+        ...(opts.range ? { range: opts.range } : {}),
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
+      if (!stream) continue;
+      if (opts.record !== false) {
+        try {
+          await this.ctx.db.work((em) => this.record(em, 'read', site), { durable: false });
+        } catch (err) {
+          stream.destroy();
+          throw err;
+        }
+      }
+      return { entry: toEntry(row, this.visible(site)), blobId: row.blob_id!, stream };
+    }
+    throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} keeps changing`);
   }
 
   /**

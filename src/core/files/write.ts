@@ -17,7 +17,8 @@
  */
 import { finished, PassThrough, Readable } from 'node:stream';
 import type { EntityManager } from 'typeorm';
-import { FileEntity, type FileRow } from '../../db/entities.ts';
+import type { FileRow } from '../../db/entities.ts';
+import { sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
@@ -390,17 +391,20 @@ export class WriteHandle {
           blob_id: content.blobId,
           mtime: opts.mtime ?? new Date(),
         };
+        const facts = [values.size, values.md5, values.crc32, values.blob_id, values.mtime.getTime()];
         if (row) {
-          await em.update(FileEntity, { id: row.id }, values);
+          await sql(em, 'UPDATE files SET size = ?, md5 = ?, crc32 = ?, blob_id = ?, mtime = ? WHERE id = ?', [
+            ...facts,
+            row.id,
+          ]);
           if (row.blob_id !== content.blobId) await markGarbage(em, [row.blob_id]);
         } else {
-          await em.insert(FileEntity, {
-            path: site,
-            parent: parentOf(site),
-            name: baseName(site),
-            type: 'file',
-            ...values,
-          });
+          await sql(
+            em,
+            'INSERT INTO files (path, parent, name, type, size, md5, crc32, blob_id, mtime) ' +
+              "VALUES (?, ?, ?, 'file', ?, ?, ?, ?, ?)",
+            [site, parentOf(site), baseName(site), ...facts],
+          );
         }
         await opts.within?.(em);
         await recordAction(em, scope.principal, {

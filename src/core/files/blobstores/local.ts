@@ -165,15 +165,21 @@ export class LocalBlobStore implements BlobStore {
     return { size: (await stat(final)).size };
   }
 
+  // The data folder is a local file system (POSIX unlink semantics); several instances sharing
+  // blobs across hosts use S3 (DESIGN.md "Scale-out").
+  readonly heldOnOpen = true;
+
   async get(id: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
-    const file = this.file(id);
+    // Opened now, not when the stream first reads: the descriptor is what holds the bytes.
+    let fd;
     try {
-      await stat(file);
+      fd = await open(this.file(id), 'r');
     } catch {
       throw new BlobNotFound(id);
     }
     const { range } = opts;
-    return createReadStream(file, {
+    return createReadStream('', {
+      fd,
       ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
       ...(opts.signal ? { signal: opts.signal } : {}),
       highWaterMark: 256 * 1024,
