@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { DavLock, DeadProperty, Entry } from '../../src/core/index.ts';
 import { etagOf, hrefOf, httpDate } from './http.ts';
 import { covers, lockDiscovery, supportedLock } from './locks.ts';
-import { build, contentNodes, DAV, dav, node, qualified, text, type Node } from './xml.ts';
+import { build, contentNodes, DAV, dav, escapeXml, node, qualified, text, type Node } from './xml.ts';
 
 /** QName is a property name. */
 export interface QName {
@@ -74,6 +74,8 @@ export interface Resource {
   locks: DavLock[];
   /** RFC 4331's figures, when the request asked for them; an unknown one is a 404 propstat */
   quota?: { used: number; available: number | null };
+  /** the href, when the caller made it already (a listing: the folder's, then each name) */
+  href?: string;
 }
 
 /** liveProperty computes one DAV: property, or undefined when the resource has none of that name. */
@@ -162,16 +164,71 @@ export function locksOn(locks: DavLock[], path: string): DavLock[] {
   return locks.filter((l) => covers(l, path));
 }
 
+/**
+ * liveXml writes one DAV: live property as XML text, or undefined when the resource has none of
+ * that name: the same text liveProperty's nodes build to, written directly, since a folder's
+ * PROPFIND writes these for every entry (issue 13: a 10,000-entry listing).
+ */
+function liveXml(name: string, r: Resource): string | undefined {
+  const e = r.entry;
+  const file = e.type === 'file';
+  switch (name) {
+    case 'resourcetype':
+      return file ? '<D:resourcetype/>' : '<D:resourcetype><D:collection/></D:resourcetype>';
+    case 'getcontentlength':
+      return file ? `<D:getcontentlength>${e.size ?? 0}</D:getcontentlength>` : undefined;
+    case 'getlastmodified':
+      return `<D:getlastmodified>${httpDate(e.mtime)}</D:getlastmodified>`;
+    case 'creationdate':
+      return `<D:creationdate>${e.mtime.toISOString().replace(/\.\d{3}Z$/, 'Z')}</D:creationdate>`;
+    case 'getetag': {
+      const etag = etagOf(e);
+      return etag ? `<D:getetag>${escapeXml(etag)}</D:getetag>` : undefined;
+    }
+    case 'getcontenttype':
+      return file ? `<D:getcontenttype>${contentTypeOf(e.path)}</D:getcontenttype>` : undefined;
+    case 'displayname':
+      return `<D:displayname>${escapeXml(e.path === '' ? '/' : e.path.slice(e.path.lastIndexOf('/') + 1))}</D:displayname>`;
+    default: {
+      const n = liveProperty(name, r);
+      return n && build([n]);
+    }
+  }
+}
+
+/** propXml is one wanted property as XML text, or undefined when the resource has none. */
+function propXml(q: QName, r: Resource): string | undefined {
+  const live = q.ns === DAV ? liveXml(q.name, r) : undefined;
+  if (live !== undefined) return live;
+  const computed = q.ns === DAV ? undefined : computedProperty(q, r);
+  if (computed) return build([computed]);
+  const dead = r.dead.find((d) => d.namespace === q.ns && d.name === q.name);
+  return dead && build([deadNode(dead)]);
+}
+
+const propstatXml = (status: number, props: string) =>
+  `<D:propstat><D:prop>${props}</D:prop><D:status>${statusLine(status)}</D:status></D:propstat>`;
+
 /** response builds the `<D:response>` XML of one resource. */
 export function response(r: Resource, req: PropRequest): string {
-  const found: Node[] = [];
-  const missing: Node[] = [];
+  let found = '';
+  let missing = '';
   if (req.kind === 'propname') {
+    const names: Node[] = [];
     for (const name of LIVE) {
-      if (liveProperty(name, r)) found.push(dav(name));
+      if (liveProperty(name, r)) names.push(dav(name));
     }
-    if (checksums(r.entry)) found.push(qualified(OC, 'checksums'));
-    for (const d of r.dead) found.push(deadNode(d, false));
+    if (checksums(r.entry)) names.push(qualified(OC, 'checksums'));
+    for (const d of r.dead) names.push(deadNode(d, false));
+    found = build(names);
+  } else if (req.kind === 'allprop' && !r.locks.length && !r.dead.length && !req.include.length) {
+    // A plain listing (Explorer, Finder, davfs2 ask allprop): ALLPROP's properties in one go.
+    const e = r.entry;
+    const mtime = `<D:getlastmodified>${httpDate(e.mtime)}</D:getlastmodified><D:creationdate>${e.mtime.toISOString().replace(/\.\d{3}Z$/, 'Z')}</D:creationdate>`;
+    found =
+      e.type === 'file'
+        ? `<D:resourcetype/><D:getcontentlength>${e.size ?? 0}</D:getcontentlength>${mtime}<D:getetag>${escapeXml(etagOf(e)!)}</D:getetag><D:getcontenttype>${contentTypeOf(e.path)}</D:getcontenttype>`
+        : `<D:resourcetype><D:collection/></D:resourcetype>${mtime}`;
   } else {
     const wanted: QName[] =
       req.kind === 'prop'
@@ -187,14 +244,14 @@ export function response(r: Resource, req: PropRequest): string {
       const key = `${q.ns}\0${q.name}`;
       if (seen.has(key)) continue;
       seen.add(key);
-      const dead = r.dead.find((d) => d.namespace === q.ns && d.name === q.name);
-      const node = computedProperty(q, r) ?? (dead && deadNode(dead));
-      if (node) found.push(node);
-      else if (req.kind === 'prop') missing.push(qualified(q.ns, q.name));
+      const xml = propXml(q, r);
+      if (xml !== undefined) found += xml;
+      else if (req.kind === 'prop') missing += build([qualified(q.ns, q.name)]);
     }
   }
-  const children = [dav('href', [text(hrefOf(r.entry.path, r.entry.type === 'directory'))])];
-  if (found.length) children.push(propstat(200, found));
-  if (missing.length) children.push(propstat(404, missing));
-  return build([dav('response', children)]);
+  const href = r.href ?? hrefOf(r.entry.path, r.entry.type === 'directory');
+  let out = `<D:response><D:href>${escapeXml(href)}</D:href>`;
+  if (found) out += propstatXml(200, found);
+  if (missing) out += propstatXml(404, missing);
+  return `${out}</D:response>`;
 }

@@ -167,7 +167,7 @@ const ENTITIES: Record<string, string> = {
 const SPECIAL = /[&<>"']/;
 
 /** escapeXml escapes text and attribute values as fast-xml-parser's builder does. */
-function escapeXml(value: string): string {
+export function escapeXml(value: string): string {
   return SPECIAL.test(value) ? value.replace(/[&<>"']/g, (c) => ENTITIES[c]!) : value;
 }
 

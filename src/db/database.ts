@@ -11,6 +11,7 @@
  * I/O inside it (an upload is two short units: started, committed).
  */
 import { mkdirSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { DataSource, type EntityManager } from 'typeorm';
 import { ConfigError, type Config } from '../config.ts';
@@ -32,6 +33,10 @@ export function afterCommit(em: EntityManager, fn: () => void): void {
   if (hooks) hooks.push(fn);
   else if (em.queryRunner?.isTransactionActive) committed.set(em, [fn]);
   else queueMicrotask(fn);
+}
+
+function runHooks(hooks: (() => void)[] | undefined): void {
+  if (hooks) for (const hook of hooks) hook();
 }
 
 /** DatabaseKind tells which server answers: the embedded SQLite file or PostgreSQL. */
@@ -57,7 +62,44 @@ export class Database {
     private readonly log: Logger | null,
     /** storage.durability: whether a commit waits for the disk */
     private readonly durability: 'fsync' | 'os',
+    /** SQLite's write-ahead log, which walSync syncs */
+    private readonly walFile: string | null = null,
   ) {}
+
+  /** the open WAL, for its syncs */
+  private wal: FileHandle | null = null;
+  /** the WAL sync in flight, and the one queued after it for commits that came meanwhile */
+  private walSyncing: Promise<void> | null = null;
+  private walNext: Promise<void> | null = null;
+
+  /**
+   * walSync resolves once every commit made before the call is on disk (SQLite, storage.durability
+   * `fsync`). Group commit: a sync covers every commit before it started, so the commits that wait
+   * while one runs share the next one, and the event loop serves other sessions meanwhile.
+   */
+  private walSync(): Promise<void> {
+    if (this.walSyncing === null) {
+      const run = this.syncWalNow().finally(() => {
+        this.walSyncing = null;
+      });
+      this.walSyncing = run;
+      return run;
+    }
+    this.walNext ??= this.walSyncing
+      .catch(() => undefined)
+      .then(() => {
+        this.walNext = null;
+        return this.walSync();
+      });
+    return this.walNext;
+  }
+
+  private async syncWalNow(): Promise<void> {
+    // The WAL exists from the first write until the last connection closes (SQLite's WAL mode);
+    // it is reset in place after a checkpoint, never replaced, so one descriptor serves.
+    this.wal ??= await open(this.walFile!, 'r');
+    await this.wal.datasync();
+  }
 
   /** open connects to the database the settings name; it does not migrate. */
   static async open(config: Config, log?: Logger): Promise<Database> {
@@ -89,10 +131,12 @@ export class Database {
         entities,
         migrations,
         enableWAL: true,
-        // FULL syncs the WAL at every commit (storage.durability `fsync`); NORMAL at checkpoints
-        // only, which in WAL mode stays consistent and loses nothing when the process crashes.
+        // NORMAL syncs the WAL at checkpoints only, which in WAL mode stays consistent and loses
+        // nothing when the process crashes. Under storage.durability `fsync` the gateway syncs the
+        // WAL itself after each durable commit (walSync), off the event loop and shared by the
+        // commits that wait together: SQLite's FULL would sync inside COMMIT, on the event loop.
         prepareDatabase: (db: { pragma(source: string): unknown }) => {
-          db.pragma(`synchronous = ${config.storage.durability === 'os' ? 'NORMAL' : 'FULL'}`);
+          db.pragma('synchronous = NORMAL');
         },
         timeout: config.database.sqlite_busy_timeout_ms,
         migrationsTransactionMode: 'each',
@@ -104,7 +148,8 @@ export class Database {
     } catch (err) {
       throw new ConfigError(cannotOpen(config, err));
     }
-    return new Database(source, kind, log ?? null, config.storage.durability);
+    const wal = kind === 'sqlite' ? path.join(config.data_dir, 'gateway.sqlite-wal') : null;
+    return new Database(source, kind, log ?? null, config.storage.durability, wal);
   }
 
   /** migrate applies every pending migration and returns the names it applied. */
@@ -127,29 +172,35 @@ export class Database {
    * the later commit's sync carries it (SQLite's WAL is synced in order; PostgreSQL's WAL flush
    * covers every earlier record), so an upload costs one sync of the database, not two.
    */
-  work<T>(fn: (em: EntityManager) => Promise<T>, opts: { durable?: boolean } = {}): Promise<T> {
+  async work<T>(fn: (em: EntityManager) => Promise<T>, opts: { durable?: boolean } = {}): Promise<T> {
     const lazy = opts.durable === false && this.durability === 'fsync';
-    return this.serialized('work', async () => {
+    // SQLite at `fsync`: on disk before anyone hears of it, synced outside the queue, so the next
+    // unit of work runs while this one's sync is under way (and may share it). The hooks come
+    // after the sync: what they start (deleting a blob this commit stopped referring to) must not
+    // outrun it. Otherwise they run before the next unit of work, as the commit's own tail.
+    const sync = this.kind === 'sqlite' && this.durability === 'fsync' && !lazy;
+    let hooks: (() => void)[] | undefined;
+    const result = await this.serialized('work', async () => {
       let tx: EntityManager | undefined;
-      // SQLite: the synchronous level is the connection's; this unit of work has it alone.
-      if (lazy && this.kind === 'sqlite') await this.source.query('PRAGMA synchronous = NORMAL');
-      let result: T;
-      try {
-        result = await this.source.transaction(async (em) => {
-          tx = em;
-          if (lazy && this.kind === 'postgres') await em.query('SET LOCAL synchronous_commit TO OFF');
-          return fn(em);
-        });
-      } finally {
-        if (lazy && this.kind === 'sqlite') await this.source.query('PRAGMA synchronous = FULL');
-      }
-      const hooks = tx && committed.get(tx);
-      if (hooks) {
-        committed.delete(tx!);
-        for (const hook of hooks) hook();
-      }
-      return result;
+      const value = await this.source.transaction(async (em) => {
+        tx = em;
+        if (lazy && this.kind === 'postgres') await em.query('SET LOCAL synchronous_commit TO OFF');
+        return fn(em);
+      });
+      hooks = tx && committed.get(tx);
+      if (hooks) committed.delete(tx!);
+      if (!sync) runHooks(hooks);
+      return value;
     });
+    if (sync) {
+      try {
+        await this.walSync();
+      } catch (err) {
+        this.fault(err);
+      }
+      runHooks(hooks);
+    }
+    return result;
   }
 
   /**
@@ -164,6 +215,9 @@ export class Database {
   /** close waits for queued work and closes the connection or pool. */
   async close(): Promise<void> {
     await this.queue.catch(() => undefined);
+    await this.walSyncing?.catch(() => undefined);
+    await this.wal?.close().catch(() => undefined);
+    this.wal = null;
     if (this.source.isInitialized) await this.source.destroy();
   }
 

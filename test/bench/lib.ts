@@ -569,8 +569,19 @@ export interface ServedGateway {
 }
 
 /**
+ * startFlags are the node options of `npm start` (package.json), so the benchmarks run the gateway
+ * with the same heap settings an operator's `npm start` gives it.
+ */
+export function startFlags(): string[] {
+  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } };
+  const m = /^node((?:\s+--\S+)*)\s+bin\/svc-gateway\.js serve$/.exec(pkg.scripts.start.trim());
+  if (!m) throw new Error(`package.json scripts.start is not "node [--flags] bin/svc-gateway.js serve"`);
+  return m[1]!.trim().split(/\s+/).filter(Boolean);
+}
+
+/**
  * serveCompiled starts the gateway as an operator runs it: `svc-gateway serve` from the compiled
- * dist/ (run `npm run compile` first; `npm run bench` does), on SQLite with the local blob store in
+ * dist/ with `npm start`'s node options (run `npm run compile` first; `npm run bench` does), on SQLite with the local blob store in
  * `dataDir`, at DURABILITY, the site admin's password `adminPassword`, the front ends not named in
  * `env` bound on free ports. Its stop is registered in cleanups.
  */
@@ -589,7 +600,7 @@ export async function serveCompiled(
       SVC_TEST_DATABASE_URL: '',
       ...env,
     },
-    opts,
+    { ...opts, nodeArgs: [...startFlags(), ...(opts.nodeArgs ?? [])] },
   );
   cleanups.push(async () => void (await stopProcess(served)));
   const rest: ApiTarget = { port: served.ports.https!, dataDir };

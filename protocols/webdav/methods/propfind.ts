@@ -5,7 +5,7 @@
 import { Readable } from 'node:stream';
 import type { Core, Entry } from '../../../src/core/index.ts';
 import { DavCondition } from '../errors.ts';
-import { depthOf, type Method } from '../http.ts';
+import { depthOf, hrefOf, type Method } from '../http.ts';
 import { locksOn, response, type PropRequest, type QName } from '../props.ts';
 import { child, DAV, elements, readXml, XML_HEAD } from '../xml.ts';
 import { GatewayError } from '../../../src/core/index.ts';
@@ -43,7 +43,9 @@ export const propfind: Method = async (ctx, core: Core) => {
       : undefined;
   const folder = self.type === 'directory' && depth === '1';
   const locks = wantsLocks ? await core.dav.locks.affecting(session, path, { descendants: folder }) : [];
-  const page = async (entries: Entry[]) => {
+  // A child's href is the folder's, then its encoded name (hrefOf would encode the folder again).
+  const prefix = path === '' ? '/' : hrefOf(path, true);
+  const page = async (entries: Entry[], children: boolean) => {
     const dead = wantsDead
       ? await core.dav.properties.getMany(
           session,
@@ -58,6 +60,11 @@ export const propfind: Method = async (ctx, core: Core) => {
             dead: dead?.get(entry.path) ?? [],
             locks: locksOn(locks, entry.path),
             ...(quota === undefined ? {} : { quota }),
+            ...(children
+              ? {
+                  href: `${prefix}${encodeURIComponent(entry.path.slice(entry.path.lastIndexOf('/') + 1))}${entry.type === 'directory' ? '/' : ''}`,
+                }
+              : {}),
           },
           req,
         ),
@@ -65,10 +72,10 @@ export const propfind: Method = async (ctx, core: Core) => {
       .join('');
   };
   // The first page is built before the status is sent, so its errors still get a proper reply.
-  const first = await page([self]);
+  const first = await page([self], false);
   async function* stream(): AsyncGenerator<string> {
     yield `${XML_HEAD}<D:multistatus xmlns:D="DAV:">${first}`;
-    if (folder) for await (const entries of session.listAll(path, PAGE)) yield await page(entries);
+    if (folder) for await (const entries of session.listAll(path, PAGE)) yield await page(entries, true);
     yield '</D:multistatus>';
   }
   ctx.status = 207;

@@ -17,12 +17,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer from 'nodemailer';
 import { In, type EntityManager } from 'typeorm';
-import {
-  MailChangeEntity,
-  UserEntity,
-  type MailChangeRow,
-  type UserRow,
-} from '../../db/entities.ts';
+import { MailChangeEntity, UserEntity, type MailChangeRow, type UserRow } from '../../db/entities.ts';
 import { marks, sql } from '../../db/sql.ts';
 import { rightsOn, rightsOnEach } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';

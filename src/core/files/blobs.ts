@@ -81,10 +81,11 @@ export async function markGarbage(em: EntityManager, blobIds: (string | null)[])
   await lockBlobs(em, ids, true);
   const since = Date.now();
   for (const id of ids)
-    await sql(em, 'INSERT INTO blob_garbage (blob_id, since) VALUES (?, ?) ON CONFLICT (blob_id) DO NOTHING', [
-      id,
-      since,
-    ]);
+    await sql(
+      em,
+      'INSERT INTO blob_garbage (blob_id, since) VALUES (?, ?) ON CONFLICT (blob_id) DO NOTHING',
+      [id, since],
+    );
   const blobs = byDatabase.get(em.connection);
   if (blobs) afterCommit(em, () => blobs.reclaimSoon(ids));
 }
@@ -237,7 +238,10 @@ export class Blobs {
    * opened (heldOnOpen): no lease row, no write. Null when the blob is gone: the row was replaced
    * and its old blob reclaimed between the read and the open, so the caller reads the row again.
    */
-  async openHeld(blobId: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable | null> {
+  async openHeld(
+    blobId: BlobId,
+    opts: { range?: ByteRange; signal?: AbortSignal } = {},
+  ): Promise<Readable | null> {
     try {
       return await this.store.get(blobId, opts);
     } catch (err) {

@@ -132,21 +132,58 @@ export function mustBeFolder(
   return row;
 }
 
+/** ListedRow is what a listing reads of each row: what its entry shows, and the name it pages by. */
+export type ListedRow = Pick<FileRow, 'path' | 'name' | 'type' | 'size' | 'mtime' | 'md5' | 'crc32'>;
+
+// What a listing reads: fewer columns make a 10,000-entry listing's rows about a third cheaper to
+// read (better-sqlite3 builds an object per row).
+const LISTED_COLUMNS = 'path, name, type, size, mtime, md5, crc32';
+type RawListedRow = Omit<ListedRow, 'size' | 'mtime'> & {
+  size: number | string | null;
+  mtime: number | string;
+};
+
 /** listRows reads one page of a folder's children. */
-export async function listRows(em: EntityManager, folder: string, opts: ListOptions): Promise<FileRow[]> {
+export async function listRows(em: EntityManager, folder: string, opts: ListOptions): Promise<ListedRow[]> {
   const dir = opts.direction === 'desc' ? 'DESC' : 'ASC';
-  const qb = childrenQuery(em, folder, opts.search);
+  // No row has the path '' (the root is synthetic), so parent alone selects the children and
+  // the (parent, …, name) indexes answer the whole query. Hand-written (db/sql.ts): a listing of
+  // thousands of entries spent more in TypeORM's row mapping than in the database.
+  let where = 'parent = ?';
+  const params: unknown[] = [folder];
+  if (opts.search) {
+    // ESCAPE makes % and _ in the search text literal on both databases.
+    where += " AND lower(name) LIKE ? ESCAPE '\\'";
+    params.push(`%${opts.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+  }
   // A folder's size is null (SPEC: 0 for a folder): first ascending, last descending, on both
   // databases (SQLite and PostgreSQL disagree about where NULLs sort by default).
-  if (opts.sort === 'size')
-    qb.orderBy('f.size', dir, dir === 'ASC' ? 'NULLS FIRST' : 'NULLS LAST').addOrderBy('f.name', dir);
-  else if (opts.sort === 'mtime') qb.orderBy('f.mtime', dir).addOrderBy('f.name', dir);
-  else qb.orderBy('f.name', dir);
+  const order =
+    opts.sort === 'size'
+      ? `size ${dir} NULLS ${dir === 'ASC' ? 'FIRST' : 'LAST'}, name ${dir}`
+      : opts.sort === 'mtime'
+        ? `mtime ${dir}, name ${dir}`
+        : `name ${dir}`;
+  let page = 'LIMIT ?';
+  params.push(opts.limit);
   if (opts.after !== undefined) {
     if (opts.sort !== 'path' || dir !== 'ASC') throw new Error('listRows: after needs name order, ascending');
-    return qb.andWhere('f.name > :after', { after: opts.after }).take(opts.limit).getMany();
+    where += ' AND name > ?';
+    params.splice(params.length - 1, 0, opts.after);
+  } else {
+    page += ' OFFSET ?';
+    params.push(opts.offset);
   }
-  return qb.skip(opts.offset).take(opts.limit).getMany();
+  const rows = await sql<RawListedRow>(
+    em,
+    `SELECT ${LISTED_COLUMNS} FROM files WHERE ${where} ORDER BY ${order} ${page}`,
+    params,
+  );
+  return rows.map((r) => ({
+    ...r,
+    size: r.size === null ? null : Number(r.size),
+    mtime: new Date(Number(r.mtime)),
+  }));
 }
 
 /** countRows counts a folder's entries that `search` selects (all of them without). */
@@ -295,7 +332,7 @@ export async function copyTree(em: EntityManager, row: FileRow, to: string): Pro
 }
 
 /** toEntry turns a row into an Entry with the path as the session sees it. */
-export function toEntry(row: FileRow, visiblePath: string): Entry {
+export function toEntry(row: ListedRow, visiblePath: string): Entry {
   return {
     path: visiblePath,
     type: row.type,

@@ -91,7 +91,11 @@ export async function dropPending(em: EntityManager, user: number | null, site: 
     'DELETE FROM pending_versions WHERE user_id = ? AND path = ? RETURNING blob_id',
     [user, site],
   );
-  if (dropped.length) await markGarbage(em, dropped.map((r) => r.blob_id));
+  if (dropped.length)
+    await markGarbage(
+      em,
+      dropped.map((r) => r.blob_id),
+    );
 }
 
 /**

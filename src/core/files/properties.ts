@@ -3,12 +3,14 @@
  * instance sees them. They follow their file through MOVE and COPY and go with it on DELETE, in
  * the same unit of work as the namespace change (FileSession calls the hooks below).
  */
-import { In, type EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { DavPropertyEntity, FileEntity } from '../../db/entities.ts';
+import { marks, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import type { BlobStore } from './blobstore.ts';
 import { GatewayError } from '../errors.ts';
+import { joinPath } from '../paths.ts';
 import { deleteLocksUnder } from './locks.ts';
 import { getRow, inSubtree } from './namespace.ts';
 import { ownerOf, pendingBytes } from './pending.ts';
@@ -80,13 +82,21 @@ export class Properties {
     private readonly store: BlobStore,
   ) {}
 
-  /** getMany reads the dead properties of several paths of one session (a PROPFIND page). */
+  /**
+   * getMany reads the dead properties of several entries of one session (a PROPFIND page): their
+   * paths as entries carry them, already normalized, so each is only joined to the session's root.
+   */
   async getMany(session: SessionScope, paths: string[]): Promise<Map<string, DeadProperty[]>> {
-    const bySite = new Map(paths.map((p) => [session.site(p), p]));
+    const bySite = new Map(paths.map((p) => [joinPath(session.root, p), p]));
     const out = new Map<string, DeadProperty[]>(paths.map((p) => [p, []]));
     if (!paths.length) return out;
+    const sites = [...bySite.keys()];
     const rows = await this.ctx.db.read((em) =>
-      em.findBy(DavPropertyEntity, { path: In([...bySite.keys()]) }),
+      sql<{ path: string; namespace: string; name: string; value: string }>(
+        em,
+        `SELECT path, namespace, name, value FROM dav_properties WHERE path IN (${marks(sites.length)}) ORDER BY id`,
+        sites,
+      ),
     );
     for (const r of rows)
       out.get(bySite.get(r.path)!)!.push({ namespace: r.namespace, name: r.name, value: r.value });

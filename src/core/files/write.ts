@@ -393,10 +393,11 @@ export class WriteHandle {
         };
         const facts = [values.size, values.md5, values.crc32, values.blob_id, values.mtime.getTime()];
         if (row) {
-          await sql(em, 'UPDATE files SET size = ?, md5 = ?, crc32 = ?, blob_id = ?, mtime = ? WHERE id = ?', [
-            ...facts,
-            row.id,
-          ]);
+          await sql(
+            em,
+            'UPDATE files SET size = ?, md5 = ?, crc32 = ?, blob_id = ?, mtime = ? WHERE id = ?',
+            [...facts, row.id],
+          );
           if (row.blob_id !== content.blobId) await markGarbage(em, [row.blob_id]);
         } else {
           await sql(
@@ -412,17 +413,7 @@ export class WriteHandle {
           path: site,
           size: values.size,
         });
-        return toEntry(
-          {
-            id: row?.id ?? 0,
-            path: site,
-            parent: parentOf(site),
-            name: baseName(site),
-            type: 'file',
-            ...values,
-          },
-          scope.visible(site),
-        );
+        return toEntry({ path: site, name: baseName(site), type: 'file', ...values }, scope.visible(site));
       });
     } catch (err) {
       this.owned = null;

@@ -65,7 +65,7 @@ for (let i = 0; i < ${count}; i++) {
  * walSyncsForUploads writes `count` 4 KiB files through a SQLite core in a child under strace and
  * counts the syncs of the database's WAL.
  */
-function walSyncsForUploads(count: number): number {
+function walSyncsForUploads(count: number, together = false): number {
   const helpers = path.resolve('test/helpers/gateway.ts');
   const core = path.resolve('src/core/index.ts');
   return syncsUnderStrace(
@@ -74,7 +74,9 @@ import { openTestCore } from ${JSON.stringify(helpers)};
 import { operatorPrincipal } from ${JSON.stringify(core)};
 const { core, close } = await openTestCore({ storage: { durability: 'fsync' } });
 const files = core.files.session(operatorPrincipal());
-for (let i = 0; i < ${count}; i++) await files.write('f' + i, Readable.from([Buffer.alloc(4096, i)]));
+const one = (i: number) => files.write('f' + i, Readable.from([Buffer.alloc(4096, i)]));
+if (${together}) await Promise.all(Array.from({ length: ${count} }, (_, i) => one(i)));
+else for (let i = 0; i < ${count}; i++) await one(i);
 await close();
 `,
   ).filter((line) => /\(\d+<[^>]*-wal>/.test(line)).length;
@@ -95,8 +97,9 @@ describe(`storage.durability (${dbKind})`, () => {
         const source = dbOf(t.core).source;
         if (dbKind === 'sqlite') {
           const [row] = (await source.query('PRAGMA synchronous')) as { synchronous: number }[];
-          // 2 = FULL: the WAL is synced at every commit; 1 = NORMAL: at checkpoints.
-          expect(row!.synchronous).to.equal(durability === 'fsync' ? 2 : 1);
+          // 1 = NORMAL: SQLite syncs the WAL at checkpoints only; at `fsync` the gateway syncs it
+          // after each durable commit (counted below), never inside COMMIT on the event loop.
+          expect(row!.synchronous).to.equal(1);
         } else {
           const [row] = (await source.query('SHOW synchronous_commit')) as { synchronous_commit: string }[];
           expect(row!.synchronous_commit).to.equal(durability === 'fsync' ? 'on' : 'off');
@@ -114,6 +117,18 @@ describe(`storage.durability (${dbKind})`, () => {
     // One commit per upload is synced; the new blob's record rides on it (Database.work durable:false).
     expect(extra).to.equal(10);
   });
+
+  (dbKind === 'sqlite' ? it : it.skip)(
+    'fsync: uploads that commit together share syncs (SQLite)',
+    function () {
+      this.timeout(120_000);
+      // 40 uploads at once: a commit that comes while a sync runs waits for the next one, which
+      // covers every commit before it, so there are fewer syncs than uploads.
+      const together = walSyncsForUploads(40, true) - walSyncsForUploads(0);
+      expect(together).to.be.above(0);
+      expect(together).to.be.below(30);
+    },
+  );
 
   it('an unknown value is refused by name', async () => {
     let error: unknown;
