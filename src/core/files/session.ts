@@ -428,8 +428,9 @@ export class FileSession {
       if (lease && opts.record !== false) await this.record(em, 'read', site);
       return lease && { row, lease };
     };
-    let got = await this.ctx.db.work(leased);
-    for (let again = 0; !got && again < 5; again++) got = await this.ctx.db.work(leased);
+    // Not synced on its own: a lease matters only while this process lives, the Action as openHeld's.
+    let got = await this.ctx.db.work(leased, { durable: false });
+    for (let again = 0; !got && again < 5; again++) got = await this.ctx.db.work(leased, { durable: false });
     if (!got) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} keeps changing`);
     const { row, lease } = got;
     const stream = await this.blobs.opened(lease, {
@@ -481,7 +482,8 @@ export class FileSession {
    */
   async recordRead(path: string): Promise<void> {
     const site = this.site(path);
-    await this.ctx.db.work((em) => this.record(em, 'read', site));
+    // Not synced on its own, as openRead's (openHeld).
+    await this.ctx.db.work((em) => this.record(em, 'read', site), { durable: false });
   }
 
   /** describeDownload checks read permission and records the `read` Action for a signed download URL. */
@@ -489,7 +491,7 @@ export class FileSession {
     const { site, row } = await this.row(path, 'read');
     if (row.type === 'directory')
       throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
-    await this.ctx.db.work((em) => this.record(em, 'read', site));
+    await this.ctx.db.work((em) => this.record(em, 'read', site), { durable: false });
     return { entry: toEntry(row, this.visible(site)), row };
   }
 
