@@ -457,9 +457,13 @@ export class FileSession {
       if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
       if (row.type === 'directory')
         throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
-      checkRange(opts.range, row.size ?? 0);
+      const size = row.size ?? 0;
+      checkRange(opts.range, size);
+      // The whole file is the range up to its known size: the store reads no further (no read
+      // that only finds the end) and sizes its buffer to the file (a 4 KiB file, one 4 KiB read).
+      const range = opts.range ?? (size > 0 ? { start: 0, end: size - 1 } : undefined);
       const stream = await this.blobs.openHeld(row.blob_id!, {
-        ...(opts.range ? { range: opts.range } : {}),
+        ...(range ? { range } : {}),
         ...(opts.signal ? { signal: opts.signal } : {}),
       });
       if (!stream) continue;

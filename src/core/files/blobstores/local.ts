@@ -178,11 +178,13 @@ export class LocalBlobStore implements BlobStore {
       throw new BlobNotFound(id);
     }
     const { range } = opts;
+    const length = range?.end !== undefined ? range.end - range.start + 1 : Infinity;
     return createReadStream('', {
       fd,
       ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
       ...(opts.signal ? { signal: opts.signal } : {}),
-      highWaterMark: 256 * 1024,
+      // A buffer is allocated per read: no bigger than what is left to read.
+      highWaterMark: Math.max(1, Math.min(256 * 1024, length)),
     });
   }
 
