@@ -12,14 +12,15 @@
  *
  * Leases. Every read of a blob (a download on any protocol, a copy or append source inside the
  * core) holds a lease, unless the store holds what it opened (the local store's open descriptor,
- * `heldOnOpen`): a download there reads its file row, opens the blob, and reads the row again only
- * when the blob was reclaimed in between (openHeld), writing nothing. A lease is a row in blob_leases, inserted in the unit of work that resolves the file
- * (or next to it), deleted when the stream closes. The release of the last lease of a garbage
- * blob reclaims it. Leases are rows because several instances share one database (DESIGN.md
- * "Scale-out"): a reader on another instance keeps its blob. A lease expires after LEASE_TTL_MS
- * unless its instance renews it (every live lease of the instance in one statement a minute), so
- * an instance that died holds nothing for longer than that; the minute's collection then takes
- * what such leases held. On PostgreSQL the table is UNLOGGED (no WAL flush per download).
+ * `heldOnOpen`): a download there reads its file row, opens the blob, and reads the row again
+ * only when the blob was reclaimed in between (openHeld), writing nothing. A lease is a row in
+ * blob_leases, inserted in the unit of work that resolves the file (or next to it), deleted when
+ * the stream closes. The release of the last lease of a garbage blob reclaims it. Leases are
+ * rows because several instances share one database (DESIGN.md "Scale-out"): a reader on another
+ * instance keeps its blob. A lease expires after LEASE_TTL_MS unless its instance renews it (every
+ * live lease of the instance in one statement a minute), so an instance that died holds nothing
+ * for longer than that; the minute's collection then takes what such leases held. On PostgreSQL
+ * the table is UNLOGGED (no WAL flush per download).
  *
  * Races (PostgreSQL's READ COMMITTED; SQLite runs one unit of work at a time). A reader takes a
  * shared advisory lock on the blob, then checks that the blob is still wanted (its file row still

@@ -91,7 +91,7 @@ describe(`storage.durability (${dbKind})`, () => {
   });
 
   for (const durability of ['fsync', 'os'] as const) {
-    it(`${durability}: the database commits ${durability === 'fsync' ? 'synchronously' : 'to the page cache'}`, async () => {
+    it(`${durability}: the database's own setting (SQLite: NORMAL, the gateway syncs; PostgreSQL: synchronous_commit)`, async () => {
       const t = await openTestCore({ storage: { durability } });
       try {
         const source = dbOf(t.core).source;
