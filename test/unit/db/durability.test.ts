@@ -46,8 +46,8 @@ function syncsUnderStrace(source: (dir: string) => string): string[] {
   }
 }
 
-/** fsyncsForPuts runs `count` LocalBlobStore puts in a child under strace and counts its syncs. */
-function fsyncsForPuts(durability: 'fsync' | 'os', count: number): number {
+/** fsyncsForPuts runs `count` LocalBlobStore puts in a child under strace and returns its sync calls. */
+function fsyncsForPuts(durability: 'fsync' | 'os', count: number): string[] {
   const local = path.resolve('src/core/files/blobstores/local.ts');
   return syncsUnderStrace(
     (dir) => `import { Readable } from 'node:stream';
@@ -58,7 +58,7 @@ for (let i = 0; i < ${count}; i++) {
   await store.put(randomBytes(16).toString('hex'), Readable.from([Buffer.alloc(4096, i)]));
 }
 `,
-  ).length;
+  );
 }
 
 /**
@@ -85,9 +85,15 @@ await close();
 describe(`storage.durability (${dbKind})`, () => {
   it('fsync: every blob and the folder naming it are synced; os: no sync at all', function () {
     this.timeout(60_000);
-    // The file, then its folder after the rename: two per blob.
-    expect(fsyncsForPuts('fsync', 10)).to.be.at.least(20);
-    expect(fsyncsForPuts('os', 10)).to.equal(0);
+    // Each blob under its final name, and the folder that names it: two per blob.
+    const syncs = fsyncsForPuts('fsync', 10);
+    const named = (re: RegExp) => new Set(syncs.map((l) => re.exec(l)?.[1]).filter(Boolean)).size;
+    expect(named(/<([^>]*\/blobs\/[0-9a-f]{2}\/[0-9a-f]{32})>/), syncs.join('\n')).to.equal(10);
+    expect(
+      syncs.filter((l) => /\/blobs\/[0-9a-f]{2}>/.test(l)),
+      syncs.join('\n'),
+    ).to.have.length(10);
+    expect(fsyncsForPuts('os', 10)).to.deep.equal([]);
   });
 
   for (const durability of ['fsync', 'os'] as const) {

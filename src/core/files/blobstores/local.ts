@@ -1,12 +1,24 @@
 /**
  * LocalBlobStore keeps blobs as files under <data_dir>/blobs/<first two characters>/<id>. A blob
- * is written to a temporary name and renamed into place when complete (after fsync), so a crash
- * or an abort never leaves a partial blob under a real id.
+ * is written to a temporary name and renamed into place once whole, so a crash or an abort never
+ * leaves a partial blob under a real id; under `fsync` put resolves once the bytes and the name
+ * are on disk.
  */
-import { constants, createReadStream, createWriteStream } from 'node:fs';
-import { access, mkdir, open, rename, rm, stat, statfs, writeFile } from 'node:fs/promises';
+import {
+  closeSync,
+  constants,
+  createReadStream,
+  createWriteStream,
+  fsync,
+  openSync,
+  readSync,
+  renameSync,
+  writeSync,
+} from 'node:fs';
+import { access, mkdir, open, rename, rm, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
+import { promisify } from 'node:util';
 import { pipeline } from 'node:stream/promises';
 import { classifyStorageError } from '../../errors.ts';
 import { BlobNotFound, isBlobId, type BlobId, type BlobStore, type ByteRange } from '../blobstore.ts';
@@ -64,11 +76,12 @@ export class LocalBlobStore implements BlobStore {
       if (head.ended) {
         size = head.size;
         await this.folder(dir);
-        await this.writeSmall(partial, head.chunks).catch(async (err: unknown) => {
+        await this.writeSmall(partial, final, head.chunks).catch(async (err: unknown) => {
           if ((err as { code?: string }).code !== 'ENOENT') throw err;
           await this.folder(dir, true);
-          await this.writeSmall(partial, head.chunks);
+          await this.writeSmall(partial, final, head.chunks);
         });
+        return { size };
       } else {
         await this.folder(dir, true);
         // 1 MiB of buffer (not the default 16 KiB): the source keeps flowing while a write is in
@@ -92,16 +105,30 @@ export class LocalBlobStore implements BlobStore {
     }
   }
 
-  /** writeSmall writes a gathered file in one call, synced under `fsync`. */
-  private async writeSmall(file: string, chunks: Buffer[]): Promise<void> {
+  /**
+   * writeSmall writes a gathered file and renames it into place with plain system calls on the
+   * event loop, handing only the fsyncs (under `fsync`) to the thread pool. For a file this small
+   * the page-cache write takes microseconds, while each trip through the thread pool wakes a
+   * worker thread: 4 such trips (8 under `fsync`) were a fifth of a small upload's time on 2 busy
+   * cores. nginx and vsftpd write their files this way, on their one thread. The file and its
+   * folder are synced together, after the rename: nothing names the blob before the upload's
+   * commit, which waits for both (a crash in between leaves a blob its garbage mark reclaims), and
+   * the file system can put both in one journal commit.
+   */
+  private async writeSmall(partial: string, final: string, chunks: Buffer[]): Promise<void> {
     const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    if (this.durability === 'os') return writeFile(file, data, { flag: 'wx' });
-    const handle = await open(file, 'wx');
+    const fd = openSync(partial, 'wx');
+    let dirFd: number | undefined;
     try {
-      await handle.write(data);
-      await handle.sync();
+      for (let at = 0; at < data.length;) at += writeSync(fd, data, at);
+      renameSync(partial, final);
+      if (this.durability === 'fsync') {
+        dirFd = openSync(path.dirname(final), 'r');
+        await Promise.all([fsyncFd(fd), fsyncFd(dirFd)]);
+      }
     } finally {
-      await handle.close();
+      closeSync(fd);
+      if (dirFd !== undefined) closeSync(dirFd);
     }
   }
 
@@ -170,6 +197,9 @@ export class LocalBlobStore implements BlobStore {
   readonly heldOnOpen = true;
 
   async get(id: BlobId, opts: { range?: ByteRange; signal?: AbortSignal } = {}): Promise<Readable> {
+    const { range } = opts;
+    const length = range?.end !== undefined ? range.end - range.start + 1 : Infinity;
+    if (range && length <= SMALL) return readSmall(this.file(id), id, range.start, length);
     // Opened now, not when the stream first reads: the descriptor is what holds the bytes.
     let fd;
     try {
@@ -177,8 +207,6 @@ export class LocalBlobStore implements BlobStore {
     } catch {
       throw new BlobNotFound(id);
     }
-    const { range } = opts;
-    const length = range?.end !== undefined ? range.end - range.start + 1 : Infinity;
     return createReadStream('', {
       fd,
       ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
@@ -227,8 +255,39 @@ export class LocalBlobStore implements BlobStore {
   async close(): Promise<void> {}
 }
 
-/** SMALL is the size up to which a blob is gathered in memory and written in one call. */
+/** SMALL is the size up to which a blob is gathered in memory and written in one call, and read so. */
 const SMALL = 64 * 1024;
+
+const fsyncFd = promisify(fsync);
+
+/**
+ * readSmall reads `length` bytes (at most SMALL) of a blob at `start` with plain system calls on
+ * the event loop, as writeSmall writes them: one read of a page-cached file costs less than the
+ * thread pool's three trips (open, read, close). The bytes are read before the stream is handed
+ * out, so the blob may be reclaimed at once.
+ */
+function readSmall(file: string, id: BlobId, start: number, length: number): Readable {
+  let fd;
+  try {
+    fd = openSync(file, 'r');
+  } catch {
+    throw new BlobNotFound(id);
+  }
+  try {
+    const buf = Buffer.allocUnsafe(length);
+    let got = 0;
+    while (got < length) {
+      const n = readSync(fd, buf, got, length - got, start + got);
+      if (n === 0) break;
+      got += n;
+    }
+    return Readable.from(got === 0 ? [] : [got === length ? buf : buf.subarray(0, got)], {
+      objectMode: false,
+    });
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /**
  * gather reads `body` until it ends or `limit` bytes have come, whichever is first, and leaves the
