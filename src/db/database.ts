@@ -17,6 +17,7 @@ import { DataSource, type EntityManager } from 'typeorm';
 import { ConfigError, type Config } from '../config.ts';
 import { classifyDatabaseError, databaseUnreachableCause } from '../core/errors.ts';
 import { LogThrottle, type Logger } from '../log.ts';
+import { Checkpointer } from './checkpointer.ts';
 import { entities } from './entities.ts';
 import { migrations } from './migrations/index.ts';
 
@@ -66,6 +67,8 @@ export class Database {
     private readonly walFile: string | null = null,
   ) {}
 
+  /** SQLite's checkpoints, off the event loop */
+  private checkpointer: Checkpointer | null = null;
   /** the open WAL, for its syncs */
   private wal: FileHandle | null = null;
   /** the WAL sync in flight, and the one queued after it for commits that came meanwhile */
@@ -105,6 +108,7 @@ export class Database {
   static async open(config: Config, log?: Logger): Promise<Database> {
     const kind: DatabaseKind = config.database.url ? 'postgres' : 'sqlite';
     let source: DataSource;
+    let handle: SqliteHandle | null = null;
     if (kind === 'postgres') {
       source = new DataSource({
         type: 'postgres',
@@ -135,8 +139,9 @@ export class Database {
         // nothing when the process crashes. Under storage.durability `fsync` the gateway syncs the
         // WAL itself after each durable commit (walSync), off the event loop and shared by the
         // commits that wait together: SQLite's FULL would sync inside COMMIT, on the event loop.
-        prepareDatabase: (db: { pragma(source: string): unknown }) => {
+        prepareDatabase: (db: SqliteHandle) => {
           db.pragma('synchronous = NORMAL');
+          handle = db;
         },
         timeout: config.database.sqlite_busy_timeout_ms,
         migrationsTransactionMode: 'each',
@@ -149,7 +154,18 @@ export class Database {
       throw new ConfigError(cannotOpen(config, err));
     }
     const wal = kind === 'sqlite' ? path.join(config.data_dir, 'gateway.sqlite-wal') : null;
-    return new Database(source, kind, log ?? null, config.storage.durability, wal);
+    const db = new Database(source, kind, log ?? null, config.storage.durability, wal);
+    if (handle) {
+      const main: SqliteHandle = handle;
+      db.checkpointer = new Checkpointer(
+        path.join(config.data_dir, 'gateway.sqlite'),
+        (fn) => db.serialized('work', fn),
+        () => main.open && main.pragma('wal_autocheckpoint = 1000'),
+        log ?? null,
+      );
+      main.pragma('wal_autocheckpoint = 0');
+    }
+    return db;
   }
 
   /** migrate applies every pending migration and returns the names it applied. */
@@ -187,6 +203,7 @@ export class Database {
         if (lazy && this.kind === 'postgres') await em.query('SET LOCAL synchronous_commit TO OFF');
         return fn(em);
       });
+      this.checkpointer?.committed();
       hooks = tx && committed.get(tx);
       if (hooks) committed.delete(tx!);
       if (!sync) runHooks(hooks);
@@ -218,6 +235,8 @@ export class Database {
     await this.walSyncing?.catch(() => undefined);
     await this.wal?.close().catch(() => undefined);
     this.wal = null;
+    await this.checkpointer?.close();
+    this.checkpointer = null;
     if (this.source.isInitialized) await this.source.destroy();
   }
 
@@ -288,6 +307,12 @@ export class Database {
       });
     throw classifyDatabaseError(err);
   }
+}
+
+/** SqliteHandle is the part of better-sqlite3's connection the gateway sets pragmas on. */
+interface SqliteHandle {
+  readonly open: boolean;
+  pragma(source: string): unknown;
 }
 
 /** PgPoolCounts is what node-postgres's Pool tells about its connections. */

@@ -13,9 +13,11 @@ import { dbOf } from '../../helpers/internals.ts';
 
 /**
  * syncsUnderStrace runs the script `source(dir)` (a module in a temp dir) under strace and returns
- * its sync calls, each line naming the descriptor's file (strace -y).
+ * its sync calls, each line naming the descriptor's file (strace -y) after the thread's id, and
+ * marked `(checkpoint)` when SQLite's checkpoint thread made it; `after` reads what the script left
+ * in its dir before the dir goes.
  */
-function syncsUnderStrace(source: (dir: string) => string): string[] {
+function syncsUnderStrace(source: (dir: string) => string, after?: (dir: string) => void): string[] {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-durability-'));
   try {
     const script = path.join(dir, 'script.mts');
@@ -28,7 +30,7 @@ function syncsUnderStrace(source: (dir: string) => string): string[] {
         '-qq',
         '-y',
         '-e',
-        'trace=fsync,fdatasync,sync_file_range',
+        'trace=fsync,fdatasync,sync_file_range,openat',
         '-o',
         trace,
         process.execPath,
@@ -38,9 +40,17 @@ function syncsUnderStrace(source: (dir: string) => string): string[] {
     if (run.error)
       throw new Error(`strace is needed for this test (Debian package strace): ${run.error.message}`);
     expect(run.status, run.stderr).to.equal(0);
-    return readFileSync(trace, 'utf8')
-      .split('\n')
-      .filter((line) => /\b(fsync|fdatasync|sync_file_range)\(/.test(line));
+    after?.(dir);
+    const lines = readFileSync(trace, 'utf8').split('\n');
+    // SQLite's checkpoints run in a worker thread with a connection of its own (checkpointer.ts):
+    // the threads that open the database file, but for the first (the main thread).
+    const openers = [
+      ...new Set(lines.filter((l) => /openat\(.*gateway\.sqlite"/.test(l)).map((l) => l.split(' ')[0])),
+    ];
+    const checkpointers = new Set(openers.slice(1));
+    return lines
+      .filter((line) => /\b(fsync|fdatasync|sync_file_range)\(/.test(line))
+      .map((line) => (checkpointers.has(line.split(' ')[0]!) ? `${line} (checkpoint)` : line));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -63,7 +73,7 @@ for (let i = 0; i < ${count}; i++) {
 
 /**
  * walSyncsForUploads writes `count` 4 KiB files through a SQLite core in a child under strace and
- * counts the syncs of the database's WAL.
+ * counts the syncs of the database's WAL that commits wait for (not the checkpoints').
  */
 function walSyncsForUploads(count: number, together = false): number {
   const helpers = path.resolve('test/helpers/gateway.ts');
@@ -79,7 +89,7 @@ if (${together}) await Promise.all(Array.from({ length: ${count} }, (_, i) => on
 else for (let i = 0; i < ${count}; i++) await one(i);
 await close();
 `,
-  ).filter((line) => /\(\d+<[^>]*-wal>/.test(line)).length;
+  ).filter((line) => /\(\d+<[^>]*-wal>/.test(line) && !line.endsWith('(checkpoint)')).length;
 }
 
 describe(`storage.durability (${dbKind})`, () => {
@@ -133,6 +143,57 @@ describe(`storage.durability (${dbKind})`, () => {
       const together = walSyncsForUploads(40, true) - walSyncsForUploads(0);
       expect(together).to.be.above(0);
       expect(together).to.be.below(30);
+    },
+  );
+
+  (dbKind === 'sqlite' ? it : it.skip)(
+    'os: SQLite checkpoints off the event loop, and its WAL stays small (SQLite)',
+    function () {
+      this.timeout(120_000);
+      const helpers = path.resolve('test/helpers/gateway.ts');
+      const core = path.resolve('src/core/index.ts');
+      let out = { pid: 0, wal: 0 };
+      const syncs = syncsUnderStrace(
+        (dir) => `import { Readable } from 'node:stream';
+import { closeSync, fsyncSync, openSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { openTestCore } from ${JSON.stringify(helpers)};
+import { operatorPrincipal } from ${JSON.stringify(core)};
+// Markers in the trace: the main thread's syncs between them are the commits' (not the start's
+// switch to WAL, nor the close's last checkpoint).
+const mark = (name: string) => { const fd = openSync(path.join(${JSON.stringify(dir)}, name), 'w'); fsyncSync(fd); closeSync(fd); };
+const { core, config, close } = await openTestCore({ storage: { durability: 'os' } });
+mark('opened');
+const files = core.files.session(operatorPrincipal());
+for (let i = 0; i < 600; i++) await files.write('f' + i, Readable.from([Buffer.alloc(4096, i)]));
+mark('written');
+const wal = statSync(path.join(config.data_dir, 'gateway.sqlite-wal')).size;
+writeFileSync(path.join(${JSON.stringify(dir)}, 'out.json'), JSON.stringify({ pid: process.pid, wal }));
+await close();
+`,
+        (dir) => (out = JSON.parse(readFileSync(path.join(dir, 'out.json'), 'utf8')) as typeof out),
+      );
+      // strace -f starts each line with the thread's id; the main thread's is the process id.
+      const onLoop = syncs.filter((l) => l.startsWith(`${out.pid} `));
+      const from = onLoop.findIndex((l) => l.includes('/opened>'));
+      const to = onLoop.findIndex((l) => l.includes('/written>'));
+      expect(from, syncs.join('\n')).to.be.at.least(0);
+      const committing = onLoop.slice(from + 1, to);
+      // No checkpoint on the event loop (it would sync the database file); what is left there is
+      // SQLite's sync of the WAL's header each time the WAL starts over, once per ~2,000 pages.
+      expect(
+        committing.filter((l) => /gateway\.sqlite>/.test(l)),
+        committing.join('\n'),
+      ).to.deep.equal([]);
+      expect(committing.length, committing.join('\n')).to.be.below(12);
+      // The checkpoints ran, in their thread: 1,200 commits of ~15 pages would have made a WAL of ~70 MB.
+      expect(
+        syncs.filter((l) => l.endsWith('(checkpoint)')),
+        syncs.join('\n'),
+      ).to.not.deep.equal([]);
+      expect(out.wal)
+        .to.be.above(0)
+        .and.below(16 * 1024 * 1024);
     },
   );
 
