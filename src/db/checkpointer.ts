@@ -8,7 +8,7 @@
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import type { Logger } from '../log.ts';
+import { LogThrottle, type Logger } from '../log.ts';
 
 /** EVERY is how many commits go by between checkpoints (a small upload's commit writes ~15 pages). */
 const EVERY = 32;
@@ -49,49 +49,55 @@ parentPort.on('message', (m) => {
 
 /** Checkpointer runs the checkpoints of one SQLite database file. */
 export class Checkpointer {
-  private readonly worker: Worker;
+  /** started at the first checkpoint: a CLI run or a test that commits little never needs one */
+  private worker: Worker | null = null;
   private commits = 0;
   private running = false;
   private closed = false;
   /** whether the last checkpoint left the WAL longer than BEHIND */
   private behind = false;
   private reply: ((m: Reply) => void) | null = null;
-  private readonly exited: Promise<void>;
+  private exited: Promise<void> = Promise.resolve();
+  private readonly throttle = new LogThrottle(60_000);
 
   /**
-   * The worker starts at once. `exclusive` runs a function in the database's queue (no unit of
+   * `exclusive` runs a function in the database's queue (no unit of
    * work beside it); `fallBack` turns SQLite's own checkpoints back on (the worker is gone); `log`
    * hears a failed checkpoint.
    */
   constructor(
-    file: string,
+    private readonly file: string,
     private readonly exclusive: (fn: () => Promise<void>) => Promise<void>,
     private readonly fallBack: () => void,
     private readonly log: Logger | null,
-  ) {
+  ) {}
+
+  private start(): Worker {
+    const file = this.file;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.worker = new Worker(WORKER_SOURCE, {
+    const worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: { file, driver },
       // It keeps nothing: a small heap is all it needs, and the gateway's memory is measured.
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });
     // A quiet gateway or a CLI run must not be kept alive by its checkpointer.
-    this.worker.unref();
-    this.worker.on('message', (m: Reply) => this.reply?.(m));
-    this.worker.on('error', (err) => {
+    worker.unref();
+    worker.on('message', (m: Reply) => this.reply?.(m));
+    worker.on('error', (err) => {
       this.log?.error('database checkpoint worker failed; SQLite checkpoints on commit again', {
         error: err.message,
       });
     });
     this.exited = new Promise((resolve) =>
-      this.worker.once('exit', () => {
+      worker.once('exit', () => {
         this.reply?.({ ok: false, error: 'the checkpoint worker exited' });
         if (!this.closed) this.fallBack();
         this.closed = true;
         resolve();
       }),
     );
+    return worker;
   }
 
   /** committed counts a commit of the gateway's connection; every EVERY commits a checkpoint starts. */
@@ -102,14 +108,16 @@ export class Checkpointer {
   private run(): void {
     this.running = true;
     this.commits = 0;
+    const worker = (this.worker ??= this.start());
     const checkpoint = async () => {
       const m = await new Promise<Reply>((resolve) => {
         this.reply = resolve;
-        this.worker.postMessage('checkpoint');
+        worker.postMessage('checkpoint');
       });
       this.reply = null;
-      if (!m.ok) this.log?.warn('database checkpoint failed', { error: m.error });
-      else this.behind = m.log > BEHIND;
+      if (m.ok) this.behind = m.log > BEHIND;
+      // A full disk fails every checkpoint until it has room: one line a minute says so.
+      else if (this.throttle.take(m.error)) this.log?.warn('database checkpoint failed', { error: m.error });
     };
     void (this.behind ? this.exclusive(checkpoint) : checkpoint())
       .catch(() => undefined)
@@ -123,6 +131,7 @@ export class Checkpointer {
   async close(): Promise<void> {
     if (this.closed) return this.exited;
     this.closed = true;
+    if (!this.worker) return;
     // Held open until the worker is gone: an unref'd worker would let the process end first.
     this.worker.ref();
     this.worker.postMessage('close');
