@@ -10,8 +10,12 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { LogThrottle, type Logger } from '../log.ts';
 
-/** EVERY is how many commits go by between checkpoints (a small upload's commit writes ~15 pages). */
-const EVERY = 32;
+/**
+ * EVERY is how many commits go by between checkpoints: about SQLite's own 1,000 pages (an upload
+ * writes ~15 in each of its two commits), so a checkpoint's two fsyncs come no more often than
+ * they did inside COMMIT.
+ */
+const EVERY = 64;
 
 /**
  * BEHIND is the WAL's length, in pages, past which the next checkpoint runs in the database's
