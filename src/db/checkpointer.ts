@@ -65,9 +65,8 @@ export class Checkpointer {
   private readonly throttle = new LogThrottle(60_000);
 
   /**
-   * `exclusive` runs a function in the database's queue (no unit of
-   * work beside it); `fallBack` turns SQLite's own checkpoints back on (the worker is gone); `log`
-   * hears a failed checkpoint.
+   * `exclusive` runs a function in the database's queue (no unit of work beside it); `fallBack`
+   * turns SQLite's own checkpoints back on (the worker is gone); `log` hears a failed checkpoint.
    */
   constructor(
     private readonly file: string,
