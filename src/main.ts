@@ -46,7 +46,7 @@ export async function startGateway(
   }
   // A host key file that is wrong stops the start before the database is touched.
   if (config.ports.sftp !== null && config.sftp.host_keys.length) readHostKeys(config.sftp.host_keys);
-  const core = await createCore(config, log);
+  const core = await createCore(config, log, { serving: true });
   const started: FrontEnd[] = [];
   try {
     const password = config.admin.password || randomBytes(12).toString('base64url');

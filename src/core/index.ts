@@ -178,12 +178,13 @@ function loadSecret(config: Config): string {
 
 /**
  * createCore opens the database, applies pending migrations (before any listener starts, as
- * DESIGN.md asks) and builds the services.
+ * DESIGN.md asks) and builds the services. `serving` (startGateway) also starts now what a serving
+ * gateway keeps for its whole run, rather than when first needed.
  */
 export async function createCore(
   config: Config,
   log: Logger,
-  opts: { migrate?: boolean; background?: boolean } = {},
+  opts: { migrate?: boolean; background?: boolean; serving?: boolean } = {},
 ): Promise<Core> {
   const db = await Database.open(config, log);
   try {
@@ -197,6 +198,7 @@ export async function createCore(
     await db.close();
     throw err;
   }
+  if (opts.serving) db.serving();
   const secret = loadSecret(config);
   const metrics = new Metrics(config.metrics);
   db.observe = (kind, seconds, ok) =>

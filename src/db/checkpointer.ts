@@ -53,7 +53,10 @@ parentPort.on('message', (m) => {
 
 /** Checkpointer runs the checkpoints of one SQLite database file. */
 export class Checkpointer {
-  /** started at the first checkpoint: a CLI run or a test that commits little never needs one */
+  /**
+   * started by `start` (a serving gateway: what it holds open is fixed once it is up) or else at
+   * the first checkpoint (a CLI run or a test that commits little never needs one)
+   */
   private worker: Worker | null = null;
   private commits = 0;
   private running = false;
@@ -75,7 +78,12 @@ export class Checkpointer {
     private readonly log: Logger | null,
   ) {}
 
-  private start(): Worker {
+  /** start starts the worker now rather than at the first checkpoint. */
+  start(): void {
+    if (!this.closed) this.worker ??= this.spawn();
+  }
+
+  private spawn(): Worker {
     const file = this.file;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     const worker = new Worker(WORKER_SOURCE, {
@@ -111,7 +119,7 @@ export class Checkpointer {
   private run(): void {
     this.running = true;
     this.commits = 0;
-    const worker = (this.worker ??= this.start());
+    const worker = (this.worker ??= this.spawn());
     const checkpoint = async () => {
       const m = await new Promise<Reply>((resolve) => {
         this.reply = resolve;

@@ -229,6 +229,14 @@ export class Database {
     return this.serialized('read', () => fn(this.source.manager));
   }
 
+  /**
+   * serving readies what a serving gateway keeps for its whole run (SQLite's checkpoint thread),
+   * so that the descriptors and threads it holds are fixed once it is up.
+   */
+  serving(): void {
+    this.checkpointer?.start();
+  }
+
   /** close waits for queued work and closes the connection or pool. */
   async close(): Promise<void> {
     await this.queue.catch(() => undefined);
