@@ -143,6 +143,8 @@ interface Admission {
   limits: ConnectionLimits;
   /** authenticated ends the connection's login grace */
   authenticated(): void;
+  /** releasing holds the ends of sessions still under way (cut uploads being kept), for stop */
+  releasing: Set<Promise<void>>;
 }
 
 /** sftpFrontEnd serves SFTP (and rclone's exec probes) over SSH. */
@@ -153,6 +155,7 @@ export function sftpFrontEnd(): FrontEnd {
   const clients = new Map<Connection, ConnectionState | null>();
   /** sockets ssh2 has not made a connection of yet (no SSH identification line received) */
   const unidentified = new Set<net.Socket>();
+  const releasing = new Set<Promise<void>>();
 
   return {
     name: 'sftp',
@@ -194,6 +197,7 @@ export function sftpFrontEnd(): FrontEnd {
                 clearTimeout(entry.timer);
                 if (socket) pending.delete(socket);
               },
+              releasing,
             },
           );
           if (clients.has(client)) clients.set(client, state);
@@ -240,14 +244,26 @@ export function sftpFrontEnd(): FrontEnd {
       const closed = new Promise<void>((resolve) => s.close(() => resolve()));
       for (const socket of unidentified) socket.destroy();
       // A connection with a file open may finish it within the grace; the others are told at once.
+      // One whose transfer has just ended gets FINISHED_MS to close by itself: `sftp -b` ends its
+      // connection right after the last reply, and a disconnect in between fails its run (exit 255).
       // Ending a connection closes its channels; their sessions abort unfinished uploads.
       const deadline = Date.now() + graceMs;
       const told = new Set<Connection>();
+      /** when each connection that was transferring during the drain was last seen to be */
+      const finishing = new Map<Connection, number>();
       const sweep = () => {
-        const late = Date.now() >= deadline;
+        const now = Date.now();
+        const late = now >= deadline;
         for (const [c, state] of clients) {
           if (told.has(c)) continue;
-          if (!late && state && [...state.sessions].some((x) => x.transferring)) continue;
+          if (!late && state) {
+            if ([...state.sessions].some((x) => x.transferring)) {
+              finishing.set(c, now);
+              continue;
+            }
+            const seen = finishing.get(c);
+            if (seen !== undefined && now - seen < FINISHED_MS) continue;
+          }
           told.add(c);
           disconnect(c, DISCONNECT_REASON.BY_APPLICATION, 'Server shutting down');
         }
@@ -256,6 +272,8 @@ export function sftpFrontEnd(): FrontEnd {
       const drain = setInterval(sweep, 100);
       await closed;
       clearInterval(drain);
+      // The database closes after this: a cut upload must be kept (pending) before it does.
+      await Promise.all(releasing);
     },
   };
 }
@@ -265,6 +283,9 @@ interface Pending {
   timer: NodeJS.Timeout;
   client: Connection | null;
 }
+
+/** FINISHED_MS is how long a draining connection whose transfer ended may take to close by itself. */
+const FINISHED_MS = 1_000;
 
 /** END_GRACE_MS is how long an ended connection may take to close before its socket is cut. */
 const END_GRACE_MS = 2_000;
@@ -457,7 +478,12 @@ function serveConnection(
           presence: state.presence,
         });
         state.sessions.add(sftp);
-        channel.on('close', () => state.sessions.delete(sftp));
+        channel.on('close', () => {
+          state.sessions.delete(sftp);
+          const done = sftp.released().catch(() => undefined);
+          admission.releasing.add(done);
+          void done.finally(() => admission.releasing.delete(done));
+        });
       });
       session.on('exec', (acceptExec, _reject, info) => {
         touch();

@@ -3,10 +3,11 @@
  * on SIGTERM every listener stops accepting and idle sessions are closed at once (FTP `421`, an SSH
  * disconnect); running transfers (an OpenSSH sftp put, curl FTP and WebDAV downloads, slowed by their rate limits)
  * finish within `shutdown.grace_seconds` and are whole; one longer than the grace is cut, its
- * upload discarded (the old content stays), and the process exits soon after the grace.
+ * bytes kept for its uploader to resume (everyone else keeps the old content), and the process
+ * exits soon after the grace.
  * The database plays no part here: SQLite only.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -37,11 +38,14 @@ function start(argv: string[]): { child: ChildProcess; exited: Promise<Exited> }
   return { child, exited };
 }
 
-/** sftpPut uploads `local` to `remote` with OpenSSH sftp, at most `kbits` kbit/s (0: no limit). */
-function sftpPut(port: number, local: string, remote: string, kbits = 0) {
+/**
+ * sftpPut uploads `local` to `remote` with OpenSSH sftp, at most `kbits` kbit/s (0: no limit);
+ * `verb` reput resumes a cut upload.
+ */
+function sftpPut(port: number, local: string, remote: string, kbits = 0, verb: 'put' | 'reput' = 'put') {
   const { prefix, args } = authArgs({ password: PASSWORD });
   const batch = path.join(path.dirname(local), `${path.basename(local)}.batch`);
-  writeFileSync(batch, `put ${local} ${remote}\n`);
+  writeFileSync(batch, `${verb} ${local} ${remote}\n`);
   const limit = kbits ? ['-l', String(kbits)] : [];
   return start([
     ...prefix,
@@ -82,7 +86,7 @@ function curlFtp(
   port: number,
   remote: string,
   local: string,
-  opts: { rate?: string; upload?: boolean } = {},
+  opts: { rate?: string; upload?: boolean; user?: string } = {},
 ) {
   return start([
     'curl',
@@ -90,7 +94,7 @@ function curlFtp(
     '--max-time',
     '120',
     '-u',
-    `${ADMIN}:${PASSWORD}`,
+    `${opts.user ?? ADMIN}:${PASSWORD}`,
     ...(opts.rate ? ['--limit-rate', opts.rate] : []),
     ...(opts.upload ? ['-T', local] : ['-o', local]),
     `ftp://127.0.0.1:${port}/${remote}`,
@@ -162,10 +166,10 @@ describe('stopping with a drain (SIGTERM)', function () {
     return gw;
   };
 
-  /** fetch downloads a site path whole through a gateway that is not stopping. */
-  const fetch = async (p: ServedProcess, remote: string): Promise<Buffer> => {
+  /** fetch downloads a site path whole (as `user`) through a gateway that is not stopping. */
+  const fetch = async (p: ServedProcess, remote: string, user = ADMIN): Promise<Buffer> => {
     const local = path.join(dir, `fetched-${randomBytes(4).toString('hex')}`);
-    const r = await curlFtp(p.ports.ftp!, remote, local).exited;
+    const r = await curlFtp(p.ports.ftp!, remote, local, { user }).exited;
     expect(r.code, r.stderr).to.equal(0);
     return readFileSync(local);
   };
@@ -235,7 +239,7 @@ describe('stopping with a drain (SIGTERM)', function () {
     expect(md5(await fetch(again, 'up.bin'))).to.equal(md5(upload));
   });
 
-  it('cuts an SFTP upload longer than the grace: the old content stays and the process exits soon after the grace', async () => {
+  it('cuts an SFTP upload longer than the grace: others keep the old content, its uploader can resume it, and the process exits soon after the grace', async () => {
     const grace = 2;
     const p = await serve(grace);
     const old = randomBytes(10_000);
@@ -261,7 +265,32 @@ describe('stopping with a drain (SIGTERM)', function () {
     const putEnd = await put.exited;
     expect(putEnd.code, 'sftp reports the cut upload').to.not.equal(0);
 
+    // Another user sees the old content; to the uploader the path reports what arrived (a pending
+    // version), and OpenSSH `reput` completes it.
+    const other = spawnSync(
+      process.execPath,
+      [
+        'bin/svc-gateway.js',
+        'users',
+        'create',
+        '--username',
+        'other',
+        '--password',
+        PASSWORD,
+        '--site-admin',
+      ],
+      { env: { ...process.env, SVC_DATA_DIR: dataDir }, encoding: 'utf8' },
+    );
+    expect(other.status, other.stderr).to.equal(0);
     const again = await serve(30);
-    expect(md5(await fetch(again, 'keep.bin'))).to.equal(md5(old));
+    expect(md5(await fetch(again, 'keep.bin', 'other'))).to.equal(md5(old));
+    const control = await RawControl.connect(again.ports.ftp!);
+    expect(await control.login(ADMIN, PASSWORD)).to.match(/^230/);
+    const size = Number(/^213 (\d+)/.exec(await control.send('SIZE keep.bin'))?.[1]);
+    control.close();
+    expect(size, 'the bytes kept for a resume').to.be.above(0).and.below(big.length);
+    const reput = await sftpPut(again.ports.sftp!, path.join(dir, 'big.bin'), 'keep.bin', 0, 'reput').exited;
+    expect(reput.code, reput.stderr).to.equal(0);
+    expect(md5(await fetch(again, 'keep.bin', 'other'))).to.equal(md5(big));
   });
 });
