@@ -143,8 +143,6 @@ interface Admission {
   limits: ConnectionLimits;
   /** authenticated ends the connection's login grace */
   authenticated(): void;
-  /** releasing holds the ends of sessions still under way (cut uploads being kept), for stop */
-  releasing: Set<Promise<void>>;
 }
 
 /** sftpFrontEnd serves SFTP (and rclone's exec probes) over SSH. */
@@ -155,7 +153,6 @@ export function sftpFrontEnd(): FrontEnd {
   const clients = new Map<Connection, ConnectionState | null>();
   /** sockets ssh2 has not made a connection of yet (no SSH identification line received) */
   const unidentified = new Set<net.Socket>();
-  const releasing = new Set<Promise<void>>();
 
   return {
     name: 'sftp',
@@ -197,7 +194,6 @@ export function sftpFrontEnd(): FrontEnd {
                 clearTimeout(entry.timer);
                 if (socket) pending.delete(socket);
               },
-              releasing,
             },
           );
           if (clients.has(client)) clients.set(client, state);
@@ -272,8 +268,6 @@ export function sftpFrontEnd(): FrontEnd {
       const drain = setInterval(sweep, 100);
       await closed;
       clearInterval(drain);
-      // The database closes after this: a cut upload must be kept (pending) before it does.
-      await Promise.all(releasing);
     },
   };
 }
@@ -478,12 +472,7 @@ function serveConnection(
           presence: state.presence,
         });
         state.sessions.add(sftp);
-        channel.on('close', () => {
-          state.sessions.delete(sftp);
-          const done = sftp.released().catch(() => undefined);
-          admission.releasing.add(done);
-          void done.finally(() => admission.releasing.delete(done));
-        });
+        channel.on('close', () => state.sessions.delete(sftp));
       });
       session.on('exec', (acceptExec, _reject, info) => {
         touch();

@@ -182,23 +182,7 @@ export class SftpSession {
     void this.release();
   }
 
-  /**
-   * released resolves once what the session's end started is done: its cut uploads kept as pending
-   * versions (a stopping gateway waits for it before it closes the database).
-   */
-  released(): Promise<void> {
-    return this.releasing;
-  }
-
-  private releasing: Promise<void> = Promise.resolve();
-
-  private release(): Promise<void> {
-    const before = this.releasing;
-    this.releasing = this.releaseHandles().then(() => before);
-    return this.releasing;
-  }
-
-  private async releaseHandles(): Promise<void> {
+  private async release(): Promise<void> {
     // Files still open when the session ends were cut: their transfers failed.
     for (const h of this.handles.all()) this.transferred(h, false);
     this.closed = true;

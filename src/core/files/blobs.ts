@@ -390,12 +390,22 @@ export class Blobs {
     return this.reclaim(due.map((g) => g.blob_id));
   }
 
+  /**
+   * finishing runs the end of a cut upload (its bytes kept as a pending version, or given up) as
+   * work stop waits for: a stopping gateway closes its database only after it.
+   */
+  finishing<T>(work: Promise<T>): Promise<T> {
+    const p = work.catch(() => undefined).finally(() => this.running.delete(p));
+    this.running.add(p);
+    return work;
+  }
+
   /** idle resolves once the releases and reclaims under way (and those they started) are done. */
   async idle(): Promise<void> {
     while (this.running.size) await Promise.allSettled([...this.running]);
   }
 
-  /** stop ends the renewal and waits for the releases and reclaims under way. */
+  /** stop ends the renewal and waits for the releases, reclaims and cut uploads' ends under way. */
   async stop(): Promise<void> {
     if (this.renewal) clearInterval(this.renewal);
     this.renewal = null;

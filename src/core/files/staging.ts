@@ -410,9 +410,13 @@ export class StagedWrite {
    * suspend ends a write whose client went away without CLOSE: the content up to the first hole
    * becomes the user's pending version of the path (write.ts suspend, pending.ts), which OpenSSH's
    * `reput` or WinSCP's resume continue; the file keeps its old content. Nothing written, or a
-   * full staging disk: abort. Safe to call twice.
+   * full staging disk: abort. Safe to call twice. A stopping gateway waits for it (Blobs.finishing).
    */
-  async suspend(): Promise<boolean> {
+  suspend(): Promise<boolean> {
+    return this.handle.finishing(() => this.keepPending());
+  }
+
+  private async keepPending(): Promise<boolean> {
     if (this.done) return false;
     if (!this.dirty || this.full || this.prefix === 0) {
       await this.abort();

@@ -445,7 +445,19 @@ export class WriteHandle {
    * the user's pending version of the path, replacing the one before; the file is unchanged.
    * Without a user, or with no byte, it is abort. Resolves whether something was kept.
    */
-  async suspend(): Promise<boolean> {
+  suspend(): Promise<boolean> {
+    return this.finishing(() => this.keepPending());
+  }
+
+  /**
+   * finishing runs `end` (a cut upload's end) as work a stopping gateway waits for before it
+   * closes the database (Blobs.finishing).
+   */
+  finishing<T>(end: () => Promise<T>): Promise<T> {
+    return this.scope.blobs.finishing(end());
+  }
+
+  private async keepPending(): Promise<boolean> {
     const content = this.content;
     const owned = this.owned;
     this.done = true;
