@@ -131,6 +131,19 @@ interface RunResult {
       `#!/bin/sh\nexec '${process.execPath}' '${path.resolve('bin/svc-gateway.js')}' "$@"\n`,
       { mode: 0o755 },
     );
+    // OpenSSH reads ~/.ssh from the passwd entry, not $HOME: without this the examples' pinned host
+    // key would go to the real user's known_hosts, where an earlier gateway on the same port left
+    // another key (CI failed so: "REMOTE HOST IDENTIFICATION HAS CHANGED"). A user of this home
+    // runs the same command against a fresh known_hosts, as a first-time reader does.
+    const tools = path.join(work, 'tools');
+    mkdirSync(tools);
+    mkdirSync(path.join(home, '.ssh'), { mode: 0o700 });
+    for (const client of ['sftp', 'scp', 'ssh'])
+      writeFileSync(
+        path.join(tools, client),
+        `#!/bin/sh\nexec /usr/bin/${client} -o UserKnownHostsFile="$HOME/.ssh/known_hosts" "$@"\n`,
+        { mode: 0o755 },
+      );
     // The files the examples send.
     writeFileSync(path.join(work, 'q3.pdf'), '%PDF-1.4 a quarterly report\n');
     writeFileSync(path.join(work, 'report.pdf'), '%PDF-1.4 a report\n');
@@ -148,7 +161,7 @@ interface RunResult {
       SVC_LOG_LEVEL: 'info',
     });
     env = {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      PATH: `${tools}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       HOME: home,
       LANG: 'C.UTF-8',
       SVC_ADMIN_PASSWORD: ADMIN_PASSWORD,
