@@ -61,9 +61,30 @@ export function clientIp(ip: string): string {
   }
 }
 
+/** PARSED_LISTS bounds the lists kept parsed (a site's list and its users' lists). */
+const PARSED_LISTS = 256;
+const parsedLists = new Map<string, ReturnType<typeof parseAllowedIps>>();
+
+/**
+ * parsed is parseAllowedIps of a list the login gate checks on every request (an HTTP request logs
+ * in each time): kept by its text, since a list changes far less often than it is read.
+ */
+function parsed(text: string | readonly string[]): ReturnType<typeof parseAllowedIps> {
+  // A list given as entries keeps its entries (one may hold a comma the text form would split on).
+  const key = typeof text === 'string' ? text : `\0${text.join('\0')}`;
+  let list = parsedLists.get(key);
+  if (!list) {
+    if (parsedLists.size >= PARSED_LISTS) parsedLists.clear();
+    list = parseAllowedIps(text);
+    parsedLists.set(key, list);
+  }
+  return list;
+}
+
 /** isBlank tells whether a list allows every address (no entries at all). */
 export function isBlank(text: string | readonly string[]): boolean {
-  return parseAllowedIps(text).ranges.length === 0 && parseAllowedIps(text).invalid.length === 0;
+  const list = parsed(text);
+  return list.ranges.length === 0 && list.invalid.length === 0;
 }
 
 /** ipInList tells whether the client IP falls in one of the list's entries. */
@@ -74,7 +95,7 @@ export function ipInList(ip: string, text: string | readonly string[]): boolean 
   } catch {
     return false;
   }
-  return parseAllowedIps(text).ranges.some(
+  return parsed(text).ranges.some(
     ([range, bits]) => range.kind() === client.kind() && client.match(range as never, bits),
   );
 }

@@ -20,7 +20,9 @@ type Entry =
  * CredentialCache is the one cache of verified credentials for every front end: API keys (REST,
  * WebDAV) and the passwords clients send with every request (WebDAV's HTTP Basic). Entries are
  * reused for a few seconds (setting accounts.credential_cache_seconds, at most 5) so a busy client
- * does not make each request read the database, nor run bcrypt.
+ * does not make each request read the database, nor run bcrypt. A login by password (FTP, SFTP,
+ * REST, web) uses only the stale-entry rule below: it runs the whole gate every time, but bcrypt
+ * only when the password was not verified against the user's current hash before.
  *
  * Why a short TTL plus a clear, and no version column: every change that matters to the gate
  * (password, user deleted, a `*_permission` flag, allowed_ips, a lockout) is made through the

@@ -119,11 +119,18 @@ export class LoginGate {
 
   constructor(private readonly ctx: CoreContext) {}
 
-  /** login runs the whole gate and records `login`, or `failedlogin` and throws. */
+  /**
+   * login runs the whole gate and records `login`, or `failedlogin` and throws. Every step runs
+   * each time but bcrypt: a password this instance verified from the same client IP is known to
+   * match while the user's row holds the same hash (SFTPGo's password_caching), so an FTP client
+   * that opens a connection per transfer, or lftp's parallel ones, wait for bcrypt once.
+   */
   async login(request: LoginRequest): Promise<Principal> {
-    return this.guarded(request.interface, () =>
-      this.run(request, 'password_mismatch', (user) => this.verify(request.password, user), 'each'),
-    );
+    return this.guarded(request.interface, async () => {
+      const digest = this.digestOf(request);
+      const cached = this.ctx.credentials.login(digest);
+      return this.passwordGate(request, digest, cached?.value.password_hash, 'each');
+    });
   }
 
   /**
@@ -135,29 +142,51 @@ export class LoginGate {
    */
   async authenticatePassword(request: LoginRequest): Promise<Principal> {
     return this.guarded(request.interface, async () => {
-      const ip = clientIp(request.ip);
-      const digest = createHmac('sha256', this.cacheKey)
-        .update(`${request.interface}\0${request.username}\0${request.password}\0${ip}`)
-        .digest('base64url');
+      const digest = this.digestOf(request);
       const cached = this.ctx.credentials.login(digest);
-      if (cached?.fresh) return this.principalOf(cached.value.user, request.interface, ip);
-      const generation = this.ctx.credentials.generation;
-      const verified = cached?.value.password_hash;
-      const principal = await this.run(
-        request,
-        'password_mismatch',
-        // The password was verified against this very hash: while the row holds it, it matches.
-        (user) =>
-          verified !== undefined && user?.password_hash === verified
-            ? Promise.resolve(true)
-            : this.verify(request.password, user),
-        'window',
-      );
-      const user = principal.user!;
-      if (user.password_hash)
-        this.ctx.credentials.setLogin(digest, { user, password_hash: user.password_hash }, generation);
-      return principal;
+      if (cached?.fresh) return this.principalOf(cached.value.user, request.interface, clientIp(request.ip));
+      return this.passwordGate(request, digest, cached?.value.password_hash, 'window');
     });
+  }
+
+  /**
+   * digestOf names a login attempt in the credential cache: an HMAC, under a key of this process,
+   * of the interface, username, password and client IP, so only a client that sent this password
+   * from this address before can find the entry, and no password is kept.
+   */
+  private digestOf(request: LoginRequest): string {
+    return createHmac('sha256', this.cacheKey)
+      .update(`${request.interface}\0${request.username}\0${request.password}\0${clientIp(request.ip)}`)
+      .digest('base64url');
+  }
+
+  /**
+   * passwordGate runs the gate for a password and remembers a success under `digest`. `verified`
+   * is the hash this password was verified against before: while the user's row still holds it,
+   * it matches without bcrypt. A lockout or any change to the user clears the cache (see
+   * CredentialCache), so the shortcut never outlives them on this instance; another instance's
+   * change shows in the row, which every login reads.
+   */
+  private async passwordGate(
+    request: LoginRequest,
+    digest: string,
+    verified: string | undefined,
+    recording: LoginRecording,
+  ): Promise<Principal> {
+    const generation = this.ctx.credentials.generation;
+    const principal = await this.run(
+      request,
+      'password_mismatch',
+      (user) =>
+        verified !== undefined && user?.password_hash === verified
+          ? Promise.resolve(true)
+          : this.verify(request.password, user),
+      recording,
+    );
+    const user = principal.user!;
+    if (user.password_hash)
+      this.ctx.credentials.setLogin(digest, { user, password_hash: user.password_hash }, generation);
+    return principal;
   }
 
   /**

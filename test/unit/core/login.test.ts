@@ -1,7 +1,9 @@
+import bcrypt from 'bcrypt';
 import { expect } from 'chai';
 import { clientIp } from '../../../src/core/access/allowed-ips.ts';
 import { ConfigError, loadConfig } from '../../../src/config.ts';
 import { operatorPrincipal, type Interface } from '../../../src/core/index.ts';
+import { hashPassword } from '../../../src/core/accounts/passwords.ts';
 import { UserEntity } from '../../../src/db/entities.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { actions, expectError, freshIp, unique, userRow } from './fixtures.ts';
@@ -257,6 +259,69 @@ describe(`core login gate (${dbKind})`, () => {
       await t.core.namespace.mkdir(op, `${root}x`);
       const user = await newUser({ user_root: `${root}/` });
       await expectError(login(user.username, 'ftp', freshIp()), 'not-authenticated/invalid-credentials');
+    });
+  });
+
+  describe('a password verified before', () => {
+    /** counting runs `fn` and returns how many bcrypt comparisons it made. */
+    const counting = async (fn: () => Promise<unknown>): Promise<number> => {
+      const original = bcrypt.compare;
+      let calls = 0;
+      bcrypt.compare = ((...args: Parameters<typeof original>) => {
+        calls += 1;
+        return (original as (...a: unknown[]) => unknown)(...args);
+      }) as typeof original;
+      try {
+        await fn();
+      } finally {
+        bcrypt.compare = original;
+      }
+      return calls;
+    };
+
+    it('runs bcrypt once for a client that logs in again, while every login is still checked and recorded', async () => {
+      const user = await newUser();
+      const ip = freshIp();
+      expect(await counting(() => login(user.username, 'ftp', ip))).to.equal(1);
+      expect(await counting(() => login(user.username, 'ftp', ip))).to.equal(0);
+      expect(await counting(() => login(user.username, 'ftp', ip))).to.equal(0);
+      expect(await actions(t.core, { user_id: user.id, action: 'login' })).to.have.length(3);
+      // a wrong password, another address or another interface: bcrypt again
+      expect(
+        await counting(() =>
+          expectError(
+            login(user.username, 'ftp', ip, 'wrong-one'),
+            'not-authenticated/invalid-username-or-password',
+          ),
+        ),
+      ).to.equal(1);
+      expect(await counting(() => login(user.username, 'ftp', freshIp()))).to.equal(1);
+      expect(await counting(() => login(user.username, 'sftp', ip))).to.equal(1);
+    });
+
+    it('does not let a changed password, flag or lockout through, even when another instance made the change', async () => {
+      const user = await newUser();
+      const ip = freshIp();
+      await login(user.username, 'ftp', ip);
+      // What another instance writes: this instance's cache is not cleared.
+      const db = dbOf(t.core);
+      await db.work((em) => em.update(UserEntity, { id: user.id }, { ftp_permission: false }));
+      await expectError(login(user.username, 'ftp', ip), 'not-authenticated/invalid-credentials');
+      await db.work((em) => em.update(UserEntity, { id: user.id }, { ftp_permission: true }));
+      await login(user.username, 'ftp', ip);
+      await db.work((em) =>
+        em.update(UserEntity, { id: user.id }, { locked_until: new Date(Date.now() + 60_000) }),
+      );
+      await expectError(login(user.username, 'ftp', ip), 'not-authenticated/locked-out');
+      await db.work((em) => em.update(UserEntity, { id: user.id }, { locked_until: null }));
+      const rehashed = await hashPassword('a-password-set-elsewhere', t.config.accounts.bcrypt_rounds);
+      await db.work((em) => em.update(UserEntity, { id: user.id }, { password_hash: rehashed }));
+      expect(
+        await counting(() =>
+          expectError(login(user.username, 'ftp', ip), 'not-authenticated/invalid-username-or-password'),
+        ),
+      ).to.equal(1);
+      await login(user.username, 'ftp', ip, 'a-password-set-elsewhere');
     });
   });
 
