@@ -75,8 +75,11 @@ export class StreamCursor {
     this.it = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   }
 
-  /** take reads up to `n` bytes (fewer only at the end of the file); empty at the end. */
-  async take(n: number): Promise<Buffer> {
+  /**
+   * take reads up to `n` bytes (fewer only at the end of the file; none at its end), as views of
+   * the stream's chunks: a READ of 255 KiB spans four of them, and the reply is sent in pieces.
+   */
+  async take(n: number): Promise<Buffer[]> {
     const out: Buffer[] = [];
     let got = 0;
     while (got < n && !this.ended) {
@@ -94,7 +97,7 @@ export class StreamCursor {
       got += part.length;
     }
     this.pos += got;
-    return out.length === 1 ? out[0]! : Buffer.concat(out, got);
+    return out;
   }
 
   /** close stops the stream and frees its buffers. */

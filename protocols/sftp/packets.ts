@@ -201,42 +201,130 @@ export class Writer {
   }
 }
 
+/**
+ * Packet is one packet's payload (type byte first), whole; for a WRITE that spanned pieces of the
+ * stream, its fields up to the data's length, and the data in the pieces it arrived in, uncopied
+ * (StagedWrite.writeAt writes pieces with one system call): OpenSSH's WRITEs of 256 KiB each
+ * span eight SSH packets, and joining them copied every uploaded byte once more.
+ */
+export interface Packet {
+  payload: Buffer;
+  data?: Buffer[];
+}
+
+/** MAX_DATA_PIECES bounds the pieces of a WRITE's data kept apart; more (a client sending tiny SSH packets) are joined. */
+const MAX_DATA_PIECES = 64;
+
+/** dataHeader is an SSH_FXP_DATA packet up to its data: the data, `length` bytes, follows it on the wire. */
+export function dataHeader(id: number, length: number): Buffer {
+  const head = Buffer.allocUnsafe(13);
+  head.writeUInt32BE(9 + length, 0);
+  head[4] = FXP.DATA;
+  head.writeUInt32BE(id, 5);
+  head.writeUInt32BE(length, 9);
+  return head;
+}
+
 /** PacketSplitter cuts a byte stream into packet payloads (type byte first), refusing oversize ones. */
 export class PacketSplitter {
   private chunks: Buffer[] = [];
   private buffered = 0;
 
   /** push adds bytes and returns every packet they completed. */
-  push(chunk: Buffer): Buffer[] {
+  push(chunk: Buffer): Packet[] {
     this.chunks.push(chunk);
     this.buffered += chunk.length;
-    const out: Buffer[] = [];
+    const out: Packet[] = [];
     for (;;) {
       if (this.buffered < 4) break;
-      const head = this.peek(4);
-      const len = head.readUInt32BE(0);
+      const len = this.peek(4).readUInt32BE(0);
       if (len === 0 || len > MAX_PACKET + 1024)
         throw new BadMessage(`packet of ${len} bytes exceeds the limit`);
       if (this.buffered < 4 + len) break;
-      out.push(this.take(4 + len).subarray(4));
+      out.push(
+        this.chunks[0]!.length >= 4 + len ? { payload: this.take(4 + len).subarray(4) } : this.spanning(len),
+      );
     }
     return out;
   }
 
+  /** spanning takes a whole packet of `len` bytes that spans pieces: a WRITE's data stays in them. */
+  private spanning(len: number): Packet {
+    const fields = this.writeFields(len);
+    if (fields === 0) return { payload: this.take(4 + len).subarray(4) };
+    const payload = this.take(4 + fields).subarray(4);
+    this.take(4);
+    const data = this.pieces(len - fields - 4);
+    return data.length > MAX_DATA_PIECES ? { payload, data: [Buffer.concat(data)] } : { payload, data };
+  }
+
+  /**
+   * writeFields is the length of a WRITE's fields before its data's length (type, id, handle,
+   * offset), or 0 when the packet is not a WRITE whose data fills the rest of it.
+   */
+  private writeFields(len: number): number {
+    // type (1), id (4), the handle's length (4): handles are short, so a longer one is not split.
+    if (len < 9 || this.peek(5)[4] !== FXP.WRITE) return 0;
+    const handle = this.peek(13).readUInt32BE(9);
+    const fields = 1 + 4 + 4 + handle + 8;
+    if (handle > 256 || fields + 4 > len) return 0;
+    return this.peek(4 + fields + 4).readUInt32BE(4 + fields) === len - fields - 4 ? fields : 0;
+  }
+
   private peek(n: number): Buffer {
-    if (this.chunks[0]!.length >= n) return this.chunks[0]!;
-    this.chunks = [Buffer.concat(this.chunks)];
+    if (this.chunks[0]!.length < n) this.join(n);
     return this.chunks[0]!;
   }
 
   private take(n: number): Buffer {
-    const all = this.chunks[0]!.length >= n ? this.chunks[0]! : Buffer.concat(this.chunks);
-    const packet = all.subarray(0, n);
-    const rest = all.subarray(n);
-    if (all === this.chunks[0]) this.chunks.shift();
-    else this.chunks = [];
-    if (rest.length) this.chunks.unshift(rest);
+    if (this.chunks[0]!.length < n) this.join(n);
+    const first = this.chunks[0]!;
+    const packet = first.subarray(0, n);
+    if (first.length === n) this.chunks.shift();
+    else this.chunks[0] = first.subarray(n);
     this.buffered -= n;
     return packet;
+  }
+
+  /** pieces takes the next n bytes as views of the pieces that hold them (no copy). */
+  private pieces(n: number): Buffer[] {
+    const out: Buffer[] = [];
+    let whole = 0;
+    this.buffered -= n;
+    while (n > 0) {
+      const c = this.chunks[whole]!;
+      if (c.length <= n) {
+        out.push(c);
+        n -= c.length;
+        whole++;
+      } else {
+        out.push(c.subarray(0, n));
+        this.chunks[whole] = c.subarray(n);
+        n = 0;
+      }
+    }
+    this.chunks.splice(0, whole);
+    return out;
+  }
+
+  /**
+   * join copies the first n buffered bytes into one buffer of their own. Only those: joining every
+   * buffered chunk copied the packets after them too, and made each of them a view that kept the
+   * joined buffer alive until the last was written.
+   */
+  private join(n: number): void {
+    const joined = Buffer.allocUnsafe(n);
+    let at = 0;
+    let whole = 0;
+    while (at < n) {
+      const c = this.chunks[whole]!;
+      const used = Math.min(c.length, n - at);
+      c.copy(joined, at, 0, used);
+      at += used;
+      if (used < c.length) this.chunks[whole] = c.subarray(used);
+      else whole++;
+    }
+    // One splice, not a shift per piece: a client sending a byte per SSH packet must not cost n².
+    this.chunks.splice(0, whole, joined);
   }
 }
