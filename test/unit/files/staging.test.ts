@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { operatorPrincipal } from '../../../src/core/index.ts';
@@ -41,6 +41,22 @@ describe(`staged writes (${dbKind})`, () => {
     const got = await download('inorder.bin');
     expect(md5(got.bytes)).to.equal(md5(data));
     expect(got.entry.crc32).to.equal(entry.crc32);
+  });
+
+  it('an upload after the staging and blob folders were removed behind its back makes them again', async () => {
+    const first = await session().stage('folders-1.bin', { truncate: true });
+    await first.writeAt(0, Buffer.from('first'));
+    await first.commit();
+    // Both folders are made once per process; an operator's cleanup may remove them meanwhile.
+    rmSync(path.join(t.config.data_dir, 'staging'), { recursive: true, force: true });
+    rmSync(path.join(t.config.data_dir, 'blobs'), { recursive: true, force: true });
+    const data = Buffer.from('second upload');
+    const second = await session().stage('folders-2.bin', { truncate: true });
+    await second.writeAt(0, data);
+    const entry = await second.commit();
+    expect(entry.md5).to.equal(md5(data));
+    expect((await download('folders-2.bin')).bytes.toString()).to.equal('second upload');
+    expect(stagingFiles()).to.deep.equal([]);
   });
 
   it('out-of-order and overlapping writes still commit the right bytes and hashes', async () => {

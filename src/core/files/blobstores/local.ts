@@ -13,15 +13,17 @@ import {
   openSync,
   readSync,
   renameSync,
+  statSync,
   writeSync,
 } from 'node:fs';
-import { access, mkdir, open, rename, rm, stat, statfs } from 'node:fs/promises';
+import { access, open, rename, rm, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { pipeline } from 'node:stream/promises';
 import { classifyStorageError } from '../../errors.ts';
 import { BlobNotFound, isBlobId, type BlobId, type BlobStore, type ByteRange } from '../blobstore.ts';
+import { Folders } from '../folders.ts';
 import { OWNER, sweepStale, type Abandoned } from '../staging.ts';
 
 /**
@@ -34,8 +36,8 @@ export type Durability = 'fsync' | 'os';
 export class LocalBlobStore implements BlobStore {
   readonly kind = 'local' as const;
 
-  /** the blob folders this process has made or seen */
-  private readonly folders = new Set<string>();
+  /** the blob folders this process has made */
+  private readonly folders = new Folders();
 
   constructor(
     private readonly root: string,
@@ -75,15 +77,10 @@ export class LocalBlobStore implements BlobStore {
       const head = await gather(body, SMALL, opts.signal);
       if (head.ended) {
         size = head.size;
-        await this.folder(dir);
-        await this.writeSmall(partial, final, head.chunks).catch(async (err: unknown) => {
-          if ((err as { code?: string }).code !== 'ENOENT') throw err;
-          await this.folder(dir, true);
-          await this.writeSmall(partial, final, head.chunks);
-        });
+        await this.folders.within(dir, () => this.writeSmall(partial, final, head.chunks));
         return { size };
       } else {
-        await this.folder(dir, true);
+        await this.folders.make(dir, true);
         // 1 MiB of buffer (not the default 16 KiB): the source keeps flowing while a write is in
         // flight and queued chunks go out in one writev; 30-50% faster uploads (files.bench.ts).
         const out = createWriteStream(partial, { flags: 'wx', highWaterMark: 1024 * 1024 });
@@ -132,16 +129,6 @@ export class LocalBlobStore implements BlobStore {
     }
   }
 
-  /**
-   * folder makes a blob's folder, once per process for small files (there are at most 256
-   * folders): a folder removed behind the store's back fails that write, which makes it `again`.
-   */
-  private async folder(dir: string, again = false): Promise<void> {
-    if (!again && this.folders.has(dir)) return;
-    await mkdir(dir, { recursive: true });
-    this.folders.add(dir);
-  }
-
   async freeBytes(): Promise<number | null> {
     // Before the first blob the root may not exist yet: its nearest existing folder is on the
     // file system it will be made on.
@@ -176,10 +163,11 @@ export class LocalBlobStore implements BlobStore {
 
   private async adoptFile(id: BlobId, file: string): Promise<{ size: number }> {
     const final = this.file(id);
-    await mkdir(path.dirname(final), { recursive: true });
     await this.durable(file);
     try {
-      await rename(file, final);
+      // A rename within one file system is a change of names only: on the event loop, as
+      // writeSmall's (the caller waits for it either way, and the thread pool's trip costs more).
+      await this.folders.within(path.dirname(final), () => renameSync(file, final));
       await this.durable(path.dirname(final));
     } catch (err) {
       // Another filesystem (blobs elsewhere than the staging dir): copy instead.
@@ -189,7 +177,7 @@ export class LocalBlobStore implements BlobStore {
       await rm(file, { force: true });
       return size;
     }
-    return { size: (await stat(final)).size };
+    return { size: statSync(final).size };
   }
 
   // The data folder is a local file system (POSIX unlink semantics); several instances sharing
