@@ -9,7 +9,7 @@
  */
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
-import { marks, sql } from '../../db/sql.ts';
+import { marks, sql, sqlArrays } from '../../db/sql.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, baseName, parentOf } from '../paths.ts';
 import { markGarbage } from './blobs.ts';
@@ -138,10 +138,6 @@ export type ListedRow = Pick<FileRow, 'path' | 'name' | 'type' | 'size' | 'mtime
 // What a listing reads: fewer columns make a 10,000-entry listing's rows about a third cheaper to
 // read (better-sqlite3 builds an object per row).
 const LISTED_COLUMNS = 'path, name, type, size, mtime, md5, crc32';
-type RawListedRow = Omit<ListedRow, 'size' | 'mtime'> & {
-  size: number | string | null;
-  mtime: number | string;
-};
 
 /** listRows reads one page of a folder's children. */
 export async function listRows(em: EntityManager, folder: string, opts: ListOptions): Promise<ListedRow[]> {
@@ -174,15 +170,19 @@ export async function listRows(em: EntityManager, folder: string, opts: ListOpti
     page += ' OFFSET ?';
     params.push(opts.offset);
   }
-  const rows = await sql<RawListedRow>(
+  const rows = await sqlArrays(
     em,
     `SELECT ${LISTED_COLUMNS} FROM files WHERE ${where} ORDER BY ${order} ${page}`,
     params,
   );
   return rows.map((r) => ({
-    ...r,
-    size: r.size === null ? null : Number(r.size),
-    mtime: new Date(Number(r.mtime)),
+    path: r[0] as string,
+    name: r[1] as string,
+    type: r[2] as FileRow['type'],
+    size: r[3] === null ? null : Number(r[3]),
+    mtime: new Date(Number(r[4])),
+    md5: r[5] as string | null,
+    crc32: r[6] as string | null,
   }));
 }
 

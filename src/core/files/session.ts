@@ -7,7 +7,8 @@
 import { join as pathJoin } from 'node:path';
 import type { EntityManager } from 'typeorm';
 import type { Readable } from 'node:stream';
-import { FileEntity, type FileRow } from '../../db/entities.ts';
+import type { FileRow } from '../../db/entities.ts';
+import { sql } from '../../db/sql.ts';
 import { requireCapability, rightsOn, type Capability } from '../access/rights.ts';
 import { recordAction, type ActionName } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
@@ -395,7 +396,10 @@ export class FileSession {
       const row = await getRow(em, site);
       if (!row || site === '')
         throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
-      await em.update(FileEntity, { id: row.id }, { mtime });
+      // Hand-written: TypeORM writes this UPDATE with the values in its text, so each call was a
+      // new statement to prepare, and its cache of 100 then dropped the hot ones (lftp's mirror
+      // sets every file's time after its upload: 1 in 3 statements was prepared again).
+      await sql(em, 'UPDATE files SET mtime = ? WHERE id = ?', [mtime.getTime(), row.id]);
       return toEntry({ ...row, mtime }, this.visible(site));
     });
   }
