@@ -43,6 +43,8 @@ export class DataChannel {
   private target: { host: string; port: number } | null = null;
   /** the socket of the transfer in progress, so ABOR and close can cut it */
   private current: net.Socket | null = null;
+  /** sockets of ended transfers whose client has not yet closed its end (see finished) */
+  private readonly closing = new Set<net.Socket>();
   /**
    * lost tells whether the data connection of the transfer in progress broke: reset, or closed
    * before its end was read (upload) or everything was sent (download).
@@ -266,8 +268,23 @@ export class DataChannel {
     this.current = null;
     if (!socket || socket.destroyed) return;
     const grace = setTimeout(() => socket.destroy(), this.settings.timeoutMs);
-    socket.once('close', () => clearTimeout(grace));
+    this.closing.add(socket);
+    socket.once('close', () => {
+      clearTimeout(grace);
+      this.closing.delete(socket);
+    });
     socket.end();
     socket.resume();
+  }
+
+  /**
+   * settled resolves once the client has closed every data connection of an ended transfer. A
+   * download's 226 goes out when its last bytes are in the kernel's buffers, which on a fast link
+   * hold megabytes the client has not read yet; a drain that closed the control connection then
+   * would fail the download in the client's eyes (lftp retries it, against a closed port).
+   */
+  async settled(): Promise<void> {
+    for (const socket of [...this.closing])
+      if (!socket.closed) await new Promise((resolve) => socket.once('close', resolve));
   }
 }

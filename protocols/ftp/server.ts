@@ -89,9 +89,16 @@ export function ftpFrontEnd(kind: FtpListenerKind = 'ftp'): FrontEnd {
       const closed = new Promise<void>((resolve) => s.close(() => resolve()));
       let cut: NodeJS.Timeout | undefined;
       const graceOver = new Promise<void>((resolve) => (cut = setTimeout(resolve, graceMs)));
-      // A transfer that ends during the drain has its reply (226) before the 421.
-      const drain = (c: FtpConnection) =>
-        (c.transfer ? Promise.race([c.transfer.done, graceOver]) : Promise.resolve()).then(() => c.close());
+      // A transfer that ends during the drain has its reply (226) before the 421, and its client
+      // reads the last bytes of a download before its control connection is closed.
+      const finished = async (c: FtpConnection) => {
+        await c.transfer?.done;
+        await c.data.settled();
+      };
+      const drain = async (c: FtpConnection) => {
+        await Promise.race([finished(c), graceOver]);
+        await c.close();
+      };
       await Promise.all([...sessions].map(drain));
       clearTimeout(cut);
       await closed;

@@ -1,8 +1,8 @@
 /**
  * Stopping with a drain (issue 12, item 1), on the gateway as its own process and real clients:
  * on SIGTERM every listener stops accepting and idle sessions are closed at once (FTP `421`, an SSH
- * disconnect); running transfers (an OpenSSH sftp put, curl FTP and WebDAV downloads, slowed by their rate limits)
- * finish within `shutdown.grace_seconds` and are whole; one longer than the grace is cut, its
+ * disconnect); running transfers (an OpenSSH sftp put, lftp FTP and WebDAV downloads, slowed by
+ * their rate limits) finish within `shutdown.grace_seconds` and are whole; one longer than the grace is cut, its
  * bytes kept for its uploader to resume (everyone else keeps the old content), and the process
  * exits soon after the grace.
  * The database plays no part here: SQLite only.
@@ -81,12 +81,30 @@ async function idleSftp(port: number) {
   return { client, child };
 }
 
+/**
+ * lftpGet downloads `url` (ftp://… or https://…, the file's own URL: lftp's `open` of the WebDAV
+ * root would first send HEAD /, which a folder answers with 405) with lftp at `bytesPerSecond`,
+ * trying once: a download the drain broke fails instead of being fetched again. Not curl: its
+ * --limit-rate (7.88) let 1.5 MB through in under a second on loopback, so the download it was
+ * meant to keep running had ended before SIGTERM's effects could be seen.
+ */
+function lftpGet(url: string, local: string, bytesPerSecond: number) {
+  const settings = [
+    'set cmd:fail-exit yes',
+    'set net:max-retries 1',
+    'set net:timeout 30',
+    'set ssl:verify-certificate no',
+    `set net:limit-rate ${bytesPerSecond}`,
+  ];
+  return start(['lftp', '-c', [...settings, `get ${url} -o ${local}`].join('; ')]);
+}
+
 /** curlFtp downloads (or with `upload`, uploads) a site path over plain FTP. */
 function curlFtp(
   port: number,
   remote: string,
   local: string,
-  opts: { rate?: string; upload?: boolean; user?: string } = {},
+  opts: { upload?: boolean; user?: string } = {},
 ) {
   return start([
     'curl',
@@ -95,7 +113,6 @@ function curlFtp(
     '120',
     '-u',
     `${opts.user ?? ADMIN}:${PASSWORD}`,
-    ...(opts.rate ? ['--limit-rate', opts.rate] : []),
     ...(opts.upload ? ['-T', local] : ['-o', local]),
     `ftp://127.0.0.1:${port}/${remote}`,
   ]);
@@ -199,13 +216,13 @@ describe('stopping with a drain (SIGTERM)', function () {
     // About 5 s each at these rates: long enough to be running when SIGTERM arrives.
     const put = sftpPut(p.ports.sftp!, path.join(dir, 'up.bin'), 'up.bin', 2400);
     const got = path.join(dir, 'got.bin');
-    const get = curlFtp(p.ports.ftp!, 'down.bin', got, { rate: '300k' });
+    const get = lftpGet(`ftp://${ADMIN}:${PASSWORD}@127.0.0.1:${p.ports.ftp!}/down.bin`, got, 300_000);
     const davGot = path.join(dir, 'dav-got.bin');
-    const davGet = start([
-      'curl',
-      ...['-sS', '--fail', '--insecure', '--max-time', '120', '--limit-rate', '300k'],
-      ...['-u', `${ADMIN}:${PASSWORD}`, '-o', davGot, `https://127.0.0.1:${p.ports.webdav}/down.bin`],
-    ]);
+    const davGet = lftpGet(
+      `https://${ADMIN}:${PASSWORD}@127.0.0.1:${p.ports.webdav!}/down.bin`,
+      davGot,
+      300_000,
+    );
     await until('the SFTP upload is running', () => staged(dataDir));
     await until('the FTP download is running', () => sizeOf(got) > 0);
     await until('the WebDAV download is running', () => sizeOf(davGot) > 0);
@@ -213,7 +230,9 @@ describe('stopping with a drain (SIGTERM)', function () {
     const exit = exitOf(p);
     p.child.kill('SIGTERM');
     let getDone = false;
+    let davDone = false;
     void get.exited.then(() => (getDone = true));
+    void davGet.exited.then(() => (davDone = true));
     expect(await idle.reply(), 'the idle FTP session').to.match(/^421/);
     // sftp itself notices only at its next command; its ssh prints the disconnect at once.
     await until(
@@ -221,7 +240,10 @@ describe('stopping with a drain (SIGTERM)', function () {
       () => /Received disconnect .*Server shutting down/.test(idleSsh.client.output),
     );
     idleSsh.child.stdin!.end();
-    expect(getDone, 'the download was still running when the idle sessions were closed').to.equal(false);
+    expect(getDone, 'the FTP download was still running when the idle sessions were closed').to.equal(false);
+    expect(davDone, 'the WebDAV download was still running when the idle sessions were closed').to.equal(
+      false,
+    );
     for (const port of [p.ports.ftp!, p.ports.sftp!, p.ports.https!, p.ports.webdav!])
       expect(await refused(port), `a new connection to port ${port}`).to.equal(true);
 
