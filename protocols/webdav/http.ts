@@ -19,6 +19,8 @@ export interface DavState {
   session: FileSession;
   /** the request URL's path, decoded, in the session's paths ('' is the root) */
   path: string;
+  /** set with a 405: the methods the target takes (its Allow header); else every method */
+  allow?: string;
 }
 
 /** DavContext is a Koa context of a WebDAV request. */
@@ -60,8 +62,19 @@ export function hrefOf(path: string, collection: boolean): string {
 /** etagOf is a file's strong ETag: its content digest and modification time. Folders have none. */
 export function etagOf(entry: Entry): string | null {
   if (entry.type === 'directory') return null;
-  return `"${entry.md5 ?? 'x'}-${(entry.size ?? 0).toString(36)}-${entry.mtime.getTime().toString(36)}"`;
+  return `"${etagBody(entry)}"`;
 }
+
+/**
+ * etagXml is a file's ETag as XML text, for getetag: its quotes are its only characters XML
+ * escapes (hex, base-36 digits and dashes between), so a listing writes them escaped directly.
+ */
+export function etagXml(entry: Entry): string {
+  return `&quot;${etagBody(entry)}&quot;`;
+}
+
+const etagBody = (entry: Entry) =>
+  `${entry.md5 ?? 'x'}-${(entry.size ?? 0).toString(36)}-${entry.mtime.getTime().toString(36)}`;
 
 /** Depth is RFC 4918's Depth header. */
 export type Depth = '0' | '1' | 'infinity';
@@ -119,9 +132,16 @@ export function timeoutOf(ctx: DavContext, fallback: number): number {
 /** isCollectionEntry tells whether an entry is a folder. */
 export const isCollection = (e: Entry) => e.type === 'directory';
 
-/** httpDate formats a date for Last-Modified and getlastmodified. */
+/** httpDate formats a date for Last-Modified and getlastmodified (whole seconds: toUTCString drops the rest). */
 export function httpDate(d: Date): string {
-  return new Date(Math.floor(d.getTime() / 1000) * 1000).toUTCString();
+  return d.toUTCString();
+}
+
+/** isoDate formats a date for creationdate (RFC 3339, whole seconds). */
+export function isoDate(d: Date): string {
+  const iso = d.toISOString();
+  // Years 0-9999 have the fixed form; others (±YYYYYY) keep theirs, without the milliseconds.
+  return iso.length === 24 ? `${iso.slice(0, 19)}Z` : iso.replace(/\.\d{3}Z$/, 'Z');
 }
 
 /** MAX_TIME_MS is the largest distance from 1970 a JavaScript Date can hold (ECMA-262 §21.4.1.1). */

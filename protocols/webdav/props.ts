@@ -6,7 +6,7 @@
  */
 import path from 'node:path';
 import type { DavLock, DeadProperty, Entry } from '../../src/core/index.ts';
-import { etagOf, hrefOf, httpDate } from './http.ts';
+import { etagOf, etagXml, hrefOf, httpDate, isoDate } from './http.ts';
 import { covers, lockDiscovery, supportedLock } from './locks.ts';
 import { build, contentNodes, DAV, dav, escapeXml, node, qualified, text, type Node } from './xml.ts';
 
@@ -90,7 +90,7 @@ export function liveProperty(name: string, r: Resource): Node | undefined {
     case 'getlastmodified':
       return dav('getlastmodified', [text(httpDate(e.mtime))]);
     case 'creationdate':
-      return dav('creationdate', [text(e.mtime.toISOString().replace(/\.\d{3}Z$/, 'Z'))]);
+      return dav('creationdate', [text(isoDate(e.mtime))]);
     case 'getetag': {
       const etag = etagOf(e);
       return etag ? dav('getetag', [text(etag)]) : undefined;
@@ -180,7 +180,7 @@ function liveXml(name: string, r: Resource): string | undefined {
     case 'getlastmodified':
       return `<D:getlastmodified>${httpDate(e.mtime)}</D:getlastmodified>`;
     case 'creationdate':
-      return `<D:creationdate>${e.mtime.toISOString().replace(/\.\d{3}Z$/, 'Z')}</D:creationdate>`;
+      return `<D:creationdate>${isoDate(e.mtime)}</D:creationdate>`;
     case 'getetag': {
       const etag = etagOf(e);
       return etag ? `<D:getetag>${escapeXml(etag)}</D:getetag>` : undefined;
@@ -224,10 +224,10 @@ export function response(r: Resource, req: PropRequest): string {
   } else if (req.kind === 'allprop' && !r.locks.length && !r.dead.length && !req.include.length) {
     // A plain listing (Explorer, Finder, davfs2 ask allprop): ALLPROP's properties in one go.
     const e = r.entry;
-    const mtime = `<D:getlastmodified>${httpDate(e.mtime)}</D:getlastmodified><D:creationdate>${e.mtime.toISOString().replace(/\.\d{3}Z$/, 'Z')}</D:creationdate>`;
+    const mtime = `<D:getlastmodified>${httpDate(e.mtime)}</D:getlastmodified><D:creationdate>${isoDate(e.mtime)}</D:creationdate>`;
     found =
       e.type === 'file'
-        ? `<D:resourcetype/><D:getcontentlength>${e.size ?? 0}</D:getcontentlength>${mtime}<D:getetag>${escapeXml(etagOf(e)!)}</D:getetag><D:getcontenttype>${contentTypeOf(e.path)}</D:getcontenttype>`
+        ? `<D:resourcetype/><D:getcontentlength>${e.size ?? 0}</D:getcontentlength>${mtime}<D:getetag>${etagXml(e)}</D:getetag><D:getcontenttype>${contentTypeOf(e.path)}</D:getcontenttype>`
         : `<D:resourcetype><D:collection/></D:resourcetype>${mtime}`;
   } else {
     const wanted: QName[] =

@@ -1,6 +1,7 @@
 /** MKCOL (RFC 4918 §9.3): a folder whose parent exists; a body is 415, an existing name 405. */
 import { GatewayError, type Core } from '../../../src/core/index.ts';
 import { checkWrite } from '../locks.ts';
+import { allowOn } from './options.ts';
 import type { Method } from '../http.ts';
 
 /** mkcol creates a folder. */
@@ -15,8 +16,11 @@ export const mkcol: Method = async (ctx, core: Core) => {
   try {
     await session.mkdir(path);
   } catch (err) {
-    if (err instanceof GatewayError && err.type === 'processing-failure/destination-exists')
+    if (err instanceof GatewayError && err.type === 'processing-failure/destination-exists') {
+      const existing = await ctx.state.session.stat(path).catch(() => null);
+      if (existing) ctx.state.allow = allowOn(existing.type);
       throw new GatewayError('bad-request/method-not-allowed', err.message);
+    }
     throw err;
   }
   ctx.status = 201;

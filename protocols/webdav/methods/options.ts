@@ -4,6 +4,17 @@ import type { Context } from 'koa';
 /** ALLOW lists the methods this server implements. */
 export const ALLOW = 'OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, COPY, MOVE, PROPFIND, PROPPATCH, LOCK, UNLOCK';
 
+/**
+ * allowOn lists the methods an existing file or folder takes, for the Allow header of a 405 on it
+ * (RFC 9110 §15.5.6: the target's methods, not the server's): no MKCOL on what exists, and no GET,
+ * HEAD or PUT on a folder (PROPFIND lists it). lftp and curl read a 405's Allow to choose what next.
+ */
+export function allowOn(type: 'file' | 'directory'): string {
+  return type === 'directory'
+    ? 'OPTIONS, DELETE, COPY, MOVE, PROPFIND, PROPPATCH, LOCK, UNLOCK'
+    : 'OPTIONS, GET, HEAD, PUT, DELETE, COPY, MOVE, PROPFIND, PROPPATCH, LOCK, UNLOCK';
+}
+
 /** options answers OPTIONS on any path. */
 export function options(ctx: Context): void {
   ctx.set('DAV', '1, 2');

@@ -14,6 +14,7 @@
 import { GatewayError, type Core } from '../../../src/core/index.ts';
 import { checkWrite } from '../locks.ts';
 import { etagOf, statOrNull, unixTimeOf, type Method } from '../http.ts';
+import { allowOn } from './options.ts';
 import { preconditions } from './get.ts';
 
 /** put writes a file. */
@@ -29,8 +30,10 @@ export const put: Method = async (ctx, core: Core) => {
     if (err instanceof GatewayError && err.family === 'not-authorized') return null;
     throw err;
   });
-  if (existing?.type === 'directory')
+  if (existing?.type === 'directory') {
+    ctx.state.allow = allowOn('directory');
     throw new GatewayError('bad-request/method-not-allowed', 'A folder cannot be written');
+  }
   preconditions(ctx, existing, false);
   const writer = await checkWrite(ctx, core, [{ path }]);
   const abort = new AbortController();

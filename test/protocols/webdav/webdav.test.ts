@@ -155,6 +155,32 @@ describe(`WebDAV front end (${dbKind})`, () => {
   });
 
   describe('GET, HEAD and PUT', () => {
+    it("answers 405 with an Allow of the target's own methods: a folder's GET, HEAD, PUT; MKCOL on what exists", async () => {
+      expect((await f.dav('MKCOL', '/allow-dir')).status).to.equal(201);
+      expect((await f.dav('PUT', '/allow.txt', { body: 'x' })).status).to.equal(201);
+      const methods = (r: { headers: Record<string, unknown> }) =>
+        String(r.headers.allow).split(/,\s*/).sort();
+      const folder = ['COPY', 'DELETE', 'LOCK', 'MOVE', 'OPTIONS', 'PROPFIND', 'PROPPATCH', 'UNLOCK'];
+      for (const [method, headers] of [
+        ['GET', {}],
+        ['GET', { Range: 'bytes=0-1' }],
+        ['HEAD', {}],
+        ['PUT', {}],
+        ['MKCOL', {}],
+      ] as const) {
+        const r = await f.dav(method, '/allow-dir', { headers });
+        expect(r.status, method).to.equal(405);
+        // A client told GET on a folder is not allowed must not be told in the same answer it is.
+        expect(methods(r), method).to.deep.equal(folder);
+      }
+      const file = await f.dav('MKCOL', '/allow.txt');
+      expect(file.status).to.equal(405);
+      expect(methods(file)).to.deep.equal([...folder, 'GET', 'HEAD', 'PUT'].sort());
+      const unknown = await f.dav('PATCH', '/allow.txt');
+      expect(unknown.status).to.equal(405);
+      expect(methods(unknown)).to.include('MKCOL');
+    });
+
     it('serves byte ranges, ETag and Last-Modified, with 304, 412 and 416', async () => {
       const data = Buffer.from('0123456789abcdefghij');
       expect((await f.dav('PUT', '/range.txt', { body: data })).status).to.equal(201);
