@@ -67,6 +67,8 @@ export class Database {
     private readonly walFile: string | null = null,
   ) {}
 
+  /** SQLite: set to have the next transaction take the write lock as it begins */
+  private immediate: { next: boolean } | null = null;
   /** SQLite's checkpoints, off the event loop */
   private checkpointer: Checkpointer | null = null;
   /** the open WAL, for its syncs */
@@ -155,6 +157,7 @@ export class Database {
     }
     const wal = kind === 'sqlite' ? path.join(config.data_dir, 'gateway.sqlite-wal') : null;
     const db = new Database(source, kind, log ?? null, config.storage.durability, wal);
+    if (kind === 'sqlite') db.immediate = immediateBegin(source);
     if (handle) {
       const main: SqliteHandle = handle;
       db.checkpointer = new Checkpointer(
@@ -198,11 +201,27 @@ export class Database {
     let hooks: (() => void)[] | undefined;
     const result = await this.serialized('work', async () => {
       let tx: EntityManager | undefined;
-      const value = await this.source.transaction(async (em) => {
-        tx = em;
-        if (lazy && this.kind === 'postgres') await em.query('SET LOCAL synchronous_commit TO OFF');
-        return fn(em);
-      });
+      const run = () =>
+        this.source.transaction(async (em) => {
+          tx = em;
+          if (lazy && this.kind === 'postgres') await em.query('SET LOCAL synchronous_commit TO OFF');
+          return fn(em);
+        });
+      let value: T;
+      try {
+        value = await run();
+      } catch (err) {
+        // Another process on the same SQLite file (the CLI beside a serving gateway) committed
+        // between this unit's first read and its first write: SQLite refuses that write at once
+        // (SQLITE_BUSY_SNAPSHOT, which no busy timeout waits out) and the transaction is rolled
+        // back. A unit of work is database statements only, so it runs again, this time taking
+        // the write lock as it begins (waiting up to the busy timeout for it), so that it cannot
+        // be overtaken again. Only then: an immediate BEGIN would also make units that only read
+        // wait for, and fail on, a lock that reads need not wait for.
+        if (!this.immediate || driverCode(err) !== 'SQLITE_BUSY_SNAPSHOT') throw err;
+        this.immediate.next = true;
+        value = await run();
+      }
       this.checkpointer?.committed();
       hooks = tx && committed.get(tx);
       if (hooks) committed.delete(tx!);
@@ -317,6 +336,28 @@ export class Database {
   }
 }
 
+/**
+ * immediateBegin lets SQLite's next transaction (once) begin IMMEDIATE: TypeORM's better-sqlite3
+ * driver has one query runner and writes its BEGIN itself, so that runner's statement is swapped.
+ */
+function immediateBegin(source: DataSource): { next: boolean } {
+  const flag = { next: false };
+  const runner = source.driver.createQueryRunner('master');
+  const query = runner.query.bind(runner) as (sql: string, ...rest: unknown[]) => Promise<unknown>;
+  (runner as { query: typeof query }).query = (sql, ...rest) => {
+    if (!flag.next || sql !== 'BEGIN TRANSACTION') return query(sql, ...rest);
+    flag.next = false;
+    return query('BEGIN IMMEDIATE TRANSACTION', ...rest);
+  };
+  return flag;
+}
+
+/** driverCode is the database driver's code of a failed statement (PostgreSQL's SQLSTATE, SQLite's name). */
+function driverCode(err: unknown): string | undefined {
+  const e = err as { code?: string; driverError?: { code?: string } };
+  return e.driverError?.code ?? e.code;
+}
+
 /** SqliteHandle is the part of better-sqlite3's connection the gateway sets pragmas on. */
 interface SqliteHandle {
   readonly open: boolean;
@@ -333,8 +374,7 @@ interface PgPoolCounts {
 
 /** isUniqueViolation tells whether a failed statement broke a unique index (a race two checks lost). */
 export function isUniqueViolation(err: unknown): boolean {
-  const e = err as { code?: string; driverError?: { code?: string } };
-  const code = e.driverError?.code ?? e.code;
+  const code = driverCode(err);
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 }
 

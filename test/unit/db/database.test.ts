@@ -1,9 +1,13 @@
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { GroupEntity, ActionEntity, FileEntity, entities } from '../../../src/db/entities.ts';
 import { isUniqueViolation } from '../../../src/db/database.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { dbOf } from '../../helpers/internals.ts';
 
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe(`database layer (${dbKind})`, () => {
@@ -48,6 +52,41 @@ describe(`database layer (${dbKind})`, () => {
       const c = source.manager.insert(GroupEntity, group('C'));
       await Promise.allSettled([a, b, c]);
       expect(await groupNames()).to.not.include.members(['B', 'C']);
+    });
+  }
+
+  if (dbKind === 'sqlite') {
+    it('a unit of work that reads, then writes, waits for another process writing the same file', async function () {
+      this.timeout(20_000);
+      // The CLI beside a serving gateway: another process commits between this unit's read and
+      // its write. A deferred BEGIN fails that write at once (SQLITE_BUSY_SNAPSHOT; CI saw it
+      // as `billing import` answering database-unavailable); the gateway's waits its turn.
+      const file = path.join(t.config.data_dir, 'gateway.sqlite');
+      const writer = spawn(
+        process.execPath,
+        [
+          '-e',
+          `const db = new (require('better-sqlite3'))(${JSON.stringify(file)}, { timeout: 5000 });
+           const insert = db.prepare("INSERT INTO groups (name, notes, created_at) VALUES (?, '', datetime('now'))");
+           let i = 0;
+           const t = setInterval(() => { insert.run('other' + i++); if (i === 1) console.log('writing'); if (i === 150) { clearInterval(t); db.close(); } }, 4);`,
+        ],
+        { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      const exited = new Promise<number | null>((resolve) => writer.on('exit', resolve));
+      await new Promise((resolve) => writer.stdout.once('data', resolve));
+      const db = dbOf(t.core);
+      for (let i = 0; i < 10; i++) {
+        await db.work(async (em) => {
+          await em.count(GroupEntity);
+          await sleep(20);
+          await em.insert(GroupEntity, group(`mine${i}`));
+        });
+      }
+      expect(await exited).to.equal(0);
+      const names = await groupNames();
+      expect(names.filter((n) => n.startsWith('mine'))).to.have.length(10);
+      expect(names.filter((n) => n.startsWith('other'))).to.have.length(150);
     });
   }
 
