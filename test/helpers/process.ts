@@ -4,7 +4,26 @@
  * that check the process itself.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/**
+ * startFlags are the node options of `npm start` (package.json scripts.start), so a gateway a test
+ * or benchmark starts has the heap settings an operator's `npm start` gives it (the soak's memory
+ * figures depend on them).
+ */
+export function startFlags(): string[] {
+  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+    scripts: { start: string };
+  };
+  const m = /^node((?:\s+--\S+)*)\s+bin\/svc-gateway\.js serve$/.exec(pkg.scripts.start.trim());
+  if (!m) throw new Error(`package.json scripts.start is not "node [--flags] bin/svc-gateway.js serve"`);
+  return m[1]!.trim().split(/\s+/).filter(Boolean);
+}
 
 /** ServedProcess is a running gateway process: its stdout lines and the ports of its `ready` line. */
 export interface ServedProcess {
@@ -16,7 +35,8 @@ export interface ServedProcess {
 }
 
 /**
- * serveProcess starts `svc-gateway serve` on loopback with every port chosen by the system.
+ * serveProcess starts `svc-gateway serve` with `npm start`'s node options, on loopback with every
+ * port chosen by the system.
  * `prefix` runs it through another program that execs it (`prlimit --nofile=256 --`); `nodeArgs`
  * go to node (`--cpu-prof`).
  */
@@ -28,6 +48,7 @@ export function serveProcess(
   const argv = [
     ...(opts.prefix ?? []),
     process.execPath,
+    ...startFlags(),
     ...(opts.nodeArgs ?? []),
     'bin/svc-gateway.js',
     'serve',

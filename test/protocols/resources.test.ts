@@ -33,7 +33,22 @@ const SLACK = 4;
 /** SETTLE_MS bounds the wait for the counts to come back once the clients are gone. */
 const SETTLE_MS = 20_000;
 const POOL_SIZE = 4;
-const PASV = { first: 40100, last: 40299 };
+/**
+ * PASV is the passive range, below the system's ephemeral ports: sockets are told apart by their
+ * local port, and a client socket of this process (a test client, a database connection) whose
+ * ephemeral port fell inside the range was counted as the gateway's data connection (40100-40299
+ * did: "the server kept its side open", once in a full PostgreSQL run).
+ */
+const PASV = { first: 22100, last: 22299 };
+const [EPHEMERAL_FIRST, EPHEMERAL_LAST] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+  .trim()
+  .split(/\s+/)
+  .map(Number) as [number, number];
+if (PASV.last >= EPHEMERAL_FIRST && PASV.first <= EPHEMERAL_LAST)
+  throw new Error(
+    `resources.test.ts: the passive range ${PASV.first}-${PASV.last} overlaps the ephemeral ports ` +
+      `${EPHEMERAL_FIRST}-${EPHEMERAL_LAST} (net.ipv4.ip_local_port_range); choose another`,
+  );
 
 const USER = 'leaks';
 const PASSWORD = 'leaks-password-1';

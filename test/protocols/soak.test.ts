@@ -27,6 +27,9 @@ import { DESCRIPTOR_SLACK, RSS_LIMIT_MIB, describeSummary, runSoak } from '../so
       print: (line) => lines.push(line),
     });
     const report = [...lines, ...describeSummary(summary)].join('\n');
+    // The per-minute table and the margins, passed or not: memory is the check with the least room.
+    console.log(lines.filter((l) => l.startsWith('|')).join('\n'));
+    console.log(describeSummary(summary).slice(1, 5).join('\n'));
     expect(summary.errors, report).to.equal(0);
     expect(summary.filesVerified, report).to.be.greaterThan(0);
     expect([...summary.lost, ...summary.changed, ...summary.unexpected], report).to.deep.equal([]);
