@@ -27,14 +27,12 @@
  * the summary of `npm run bench`. Needs root (useradd, vsftpd, prlimit); installs vsftpd and lftp if
  * missing.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
-  readFileSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -42,12 +40,12 @@ import {
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import {
   api,
   benchTitle,
   best,
   cleanups,
+  closeFtp,
   CpuMeter,
   DURABILITY,
   durabilityNote,
@@ -57,13 +55,19 @@ import {
   f2,
   type Figure,
   FILE_BYTES,
-  freePort,
+  ftpLogin,
   generate,
+  IDLE_SOURCES,
+  kib,
   md5File,
   mbps,
+  memory,
   must,
   noFsync,
+  openMany,
+  perConnection,
   populateSqlite,
+  processTree,
   QUICK,
   RSS_LIMIT_MIB,
   RssSampler,
@@ -73,14 +77,14 @@ import {
   RUNS,
   seconds,
   serveCompiled,
+  settle,
   SIZE_LABEL,
   SMALL_FILES,
   smallFiles,
-  stopChild,
+  startVsftpd,
   systemUser,
   table,
   timed,
-  waitForPort,
   writeResults,
 } from './lib.ts';
 
@@ -89,8 +93,6 @@ const LIST_ENTRIES = 10_000;
 const LIST_RUNS = 3;
 /** IDLE_CONNECTIONS logged-in control connections are held open for the memory figure. */
 const IDLE_CONNECTIONS = QUICK ? 100 : 1000;
-/** IDLE_SOURCES loopback addresses (127.0.0.2…) the idle connections come from, as many clients would. */
-const IDLE_SOURCES = 5;
 const USER = 'ftpbench';
 const PASSWORD = 'Bench-password-1';
 const SYS_USER = 'svcbenchftp';
@@ -126,115 +128,17 @@ function lftpArgs(s: Server, mode: Mode, script: string, version?: Tls): string[
   ];
 }
 
-/** kib reads one field (VmRSS, Pss…) of a /proc file in KiB; 0 when the process is gone. */
-function kib(file: string, field: string): number {
-  try {
-    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(file, 'utf8'));
-    return m ? Number(m[1]) : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/** processTree is `pid` and every process below it (vsftpd forks one or two per connection). */
-function processTree(pid: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const out: number[] = [];
-  const walk = (p: number) => {
-    out.push(p);
-    for (const c of children.get(p) ?? []) walk(c);
-  };
-  walk(pid);
-  return out;
-}
-
-/** memory sums VmRSS and Pss (smaps_rollup) of the processes, in MiB, and counts them. */
-function memory(pids: number[]): { rss: number; pss: number; processes: number } {
-  let rss = 0;
-  let pss = 0;
-  for (const pid of pids) {
-    rss += kib(`/proc/${pid}/status`, 'VmRSS');
-    pss += kib(`/proc/${pid}/smaps_rollup`, 'Pss');
-  }
-  return { rss: rss / 1024, pss: pss / 1024, processes: pids.length };
-}
-
-/**
- * loginMany opens `count` FTP control connections from IDLE_SOURCES loopback addresses in turn,
- * logs each in (USER, PASS → 230), `parallel` at a time, and returns the open sockets.
- */
+/** loginMany logs `count` FTP control connections in, `parallel` at a time; all of them or it throws. */
 async function loginMany(s: Server, count: number, parallel: number): Promise<net.Socket[]> {
-  const sockets: net.Socket[] = [];
-  const one = (i: number) =>
-    new Promise<net.Socket>((resolve, reject) => {
-      const socket = net.connect({
-        host: '127.0.0.1',
-        port: s.port,
-        localAddress: `127.0.0.${2 + (i % IDLE_SOURCES)}`,
-      });
-      sockets.push(socket);
-      socket.setTimeout(60_000, () => reject(new Error(`${s.name}: login ${i} timed out`)));
-      socket.on('error', reject);
-      const lines = createInterface({ input: socket });
-      lines.on('line', (line) => {
-        // Multi-line replies (`220-`) wait for their last line.
-        if (!/^\d{3} /.test(line)) return;
-        const code = line.slice(0, 3);
-        if (code === '220') socket.write(`USER ${s.user}\r\n`);
-        else if (code === '331') socket.write(`PASS ${PASSWORD}\r\n`);
-        else if (code === '230') {
-          socket.setTimeout(0);
-          lines.close();
-          resolve(socket);
-        } else reject(new Error(`${s.name}: login ${i} answered ${line}`));
-      });
-    });
-  let next = 0;
-  const worker = async () => {
-    while (next < count) await one(next++);
-  };
-  try {
-    await Promise.all(Array.from({ length: parallel }, worker));
-  } catch (err) {
-    for (const socket of sockets) socket.destroy();
-    throw err;
-  }
-  return sockets;
-}
-
-/** closeAll ends the control connections and waits until each is closed. */
-async function closeAll(sockets: net.Socket[]): Promise<void> {
-  await Promise.all(
-    sockets.map(
-      (socket) =>
-        new Promise<void>((resolve) => {
-          if (socket.destroyed) return resolve();
-          socket.once('close', () => resolve());
-          socket.end('QUIT\r\n');
-          setTimeout(() => socket.destroy(), 5000).unref();
-        }),
-    ),
+  const { opened, error } = await openMany(count, parallel, (i) =>
+    ftpLogin({ name: s.name, port: s.port, user: s.user, password: PASSWORD }, i),
   );
+  if (error) {
+    for (const socket of opened) socket.destroy();
+    throw error;
+  }
+  return opened;
 }
-
-/** perConnection is the growth from `before` to `during` (MiB) per idle connection, in KiB, signed. */
-const perConnection = (before: number, during: number) => {
-  const k = ((during - before) * 1024) / IDLE_CONNECTIONS;
-  return `${k >= 0 ? '+' : ''}${f0(k)}`;
-};
-
-/** settle waits a little, so the RSS read after a burst of logins is the idle figure. */
-const settle = () => new Promise((r) => setTimeout(r, 3000));
 
 const rows: Row[] = [];
 const figures: Figure[] = [];
@@ -355,49 +259,8 @@ try {
     '-out',
     path.join(vdir, 'cert.pem'),
   ]);
-  const startVsftpd = async (name: string, passive: number, tls: string[]) => {
-    const port = await freePort();
-    const conf = path.join(vdir, `${name}.conf`);
-    writeFileSync(
-      conf,
-      [
-        'listen=YES',
-        'listen_ipv6=NO',
-        'listen_address=127.0.0.1',
-        `listen_port=${port}`,
-        'background=NO',
-        'anonymous_enable=NO',
-        'local_enable=YES',
-        'write_enable=YES',
-        'local_umask=022',
-        'pasv_enable=YES',
-        `pasv_min_port=${passive}`,
-        `pasv_max_port=${passive + 99}`,
-        // Its defaults, said out loud: no cap on clients or per address (the 1,000 idle logins).
-        'max_clients=0',
-        'max_per_ip=0',
-        // Containers often refuse the namespaces and seccomp filters vsftpd would set up.
-        'seccomp_sandbox=NO',
-        'isolate=NO',
-        'isolate_network=NO',
-        'xferlog_enable=NO',
-        `vsftpd_log_file=${path.join(vdir, `${name}.log`)}`,
-        `secure_chroot_dir=${path.join(vdir, 'empty')}`,
-        'pam_service_name=vsftpd',
-        ...tls,
-        '',
-      ].join('\n'),
-    );
-    const child: ChildProcess = spawn('/usr/sbin/vsftpd', [conf], {
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
-    cleanups.push(() => stopChild(child));
-    await waitForPort(port, child, `vsftpd (${name})`);
-    console.log(`vsftpd ${name} pid ${child.pid} on :${port}, passive ${passive}-${passive + 99}`);
-    return { child, port };
-  };
-  const vPlain = await startVsftpd('plain', base + 100, ['ssl_enable=NO']);
-  const vTls = await startVsftpd('ftps', base + 200, [
+  const vPlain = await startVsftpd(vdir, 'plain', base + 100, ['ssl_enable=NO']);
+  const vTls = await startVsftpd(vdir, 'ftps', base + 200, [
     'ssl_enable=YES',
     `rsa_cert_file=${path.join(vdir, 'cert.pem')}`,
     `rsa_private_key_file=${path.join(vdir, 'key.pem')}`,
@@ -430,7 +293,7 @@ try {
     await settle();
     const during = kib(`/proc/${gwPid}/status`, 'VmRSS') / 1024;
     const gwPss = kib(`/proc/${gwPid}/smaps_rollup`, 'Pss') / 1024;
-    await closeAll(held);
+    await closeFtp(held);
     console.log(
       `gateway, ${IDLE_CONNECTIONS} idle logins in ${f1(loginS)} s: RSS ${f0(before)} → ${f0(during)} MiB (Pss ${f0(gwPss)})`,
     );
@@ -440,7 +303,7 @@ try {
     const vLoginS = seconds(t);
     await settle();
     const vDuring = memory(processTree(vPlain.child.pid!));
-    await closeAll(vHeld);
+    await closeFtp(vHeld);
     console.log(
       `vsftpd, ${IDLE_CONNECTIONS} idle logins in ${f1(vLoginS)} s: ${vDuring.processes} processes, ` +
         `RSS ${f0(vBefore.rss)} → ${f0(vDuring.rss)} MiB, Pss ${f0(vBefore.pss)} → ${f0(vDuring.pss)} MiB`,
@@ -448,9 +311,9 @@ try {
     rows.push({
       metric:
         `VmRSS with ${IDLE_CONNECTIONS} idle logged-in FTP control connections (from ${IDLE_SOURCES} loopback ` +
-        `addresses), MiB (gateway: one process, ${f0(before)} before the logins, ${perConnection(before, during)} KiB ` +
+        `addresses), MiB (gateway: one process, ${f0(before)} before the logins, ${perConnection(before, during, IDLE_CONNECTIONS)} KiB ` +
         `per connection, within the heap's own swings; vsftpd: the sum over its ${vDuring.processes} processes, ` +
-        `its Pss sum in brackets, ${perConnection(vBefore.pss, vDuring.pss)} KiB Pss per connection; ` +
+        `its Pss sum in brackets, ${perConnection(vBefore.pss, vDuring.pss, IDLE_CONNECTIONS)} KiB Pss per connection; ` +
         `ratio: gateway VmRSS / vsftpd Pss)`,
       value: f0(during),
       peer: `vsftpd: ${f0(vDuring.rss)} (Pss ${f0(vDuring.pss)})`,

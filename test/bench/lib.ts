@@ -13,6 +13,7 @@ import {
   fsyncSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -275,6 +276,161 @@ export class CpuMeter {
   }
 }
 
+/** kib reads one field (VmRSS, Pss…) of a /proc file in KiB; 0 when the process is gone. */
+export function kib(file: string, field: string): number {
+  try {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(file, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** processTree is `pid` and every process below it (vsftpd and sshd fork per connection). */
+export function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    out.push(p);
+    for (const c of children.get(p) ?? []) walk(c);
+  };
+  walk(pid);
+  return out;
+}
+
+/** Memory is the memory of a set of processes: VmRSS and Pss (smaps_rollup) summed, in MiB. */
+export interface Memory {
+  rss: number;
+  pss: number;
+  processes: number;
+}
+
+/**
+ * memory sums VmRSS and Pss of the processes, in MiB, and counts them. VmRSS counts shared pages
+ * in each process; Pss divides them among their sharers, the figure to compare forking servers by.
+ */
+export function memory(pids: number[]): Memory {
+  let rss = 0;
+  let pss = 0;
+  for (const pid of pids) {
+    rss += kib(`/proc/${pid}/status`, 'VmRSS');
+    pss += kib(`/proc/${pid}/smaps_rollup`, 'Pss');
+  }
+  return { rss: rss / 1024, pss: pss / 1024, processes: pids.length };
+}
+
+/** settle waits a little, so the RSS read after a burst of logins is the idle figure. */
+export const settle = (ms = 3000) => new Promise((r) => setTimeout(r, ms));
+
+/** perConnection is the growth from `before` to `during` (MiB) per connection of `count`, in KiB, signed. */
+export const perConnection = (before: number, during: number, count: number) => {
+  const k = ((during - before) * 1024) / count;
+  return `${k >= 0 ? '+' : ''}${f0(k)}`;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Many idle sessions
+
+/** IDLE_SOURCES loopback addresses (127.0.0.2…) idle connections come from, as many clients would. */
+export const IDLE_SOURCES = 5;
+
+/**
+ * sourceAddress is the loopback address connection `i` binds to: spread over IDLE_SOURCES, so a
+ * server's cap per client address (the gateway's default 256) does not bite at 1,000.
+ */
+export const sourceAddress = (i: number) => `127.0.0.${2 + (i % IDLE_SOURCES)}`;
+
+/**
+ * openMany runs `open(first)` … `open(first + count - 1)`, `parallel` at a time, and returns what
+ * opened in order of completion. After the first failure it starts no more and returns, beside
+ * what opened, that error (an `open` that fails closes what it opened itself).
+ */
+export async function openMany<T>(
+  count: number,
+  parallel: number,
+  open: (i: number) => Promise<T>,
+  first = 0,
+): Promise<{ opened: T[]; error: Error | null }> {
+  const opened: T[] = [];
+  let error: Error | null = null;
+  let next = first;
+  const worker = async () => {
+    while (!error && next < first + count) {
+      try {
+        opened.push(await open(next++));
+      } catch (err) {
+        error ??= err as Error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, worker));
+  return { opened, error };
+}
+
+/** FtpAccount is where and as whom ftpLogin logs in. */
+export interface FtpAccount {
+  name: string;
+  port: number;
+  user: string;
+  password: string;
+}
+
+/**
+ * ftpLogin opens FTP control connection `i` from sourceAddress(i) to 127.0.0.1, logs it in (USER,
+ * PASS → 230) and resolves with the socket, left idle; on failure the socket is destroyed.
+ */
+export function ftpLogin(s: FtpAccount, i: number): Promise<net.Socket> {
+  return new Promise<net.Socket>((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port: s.port, localAddress: sourceAddress(i) });
+    const fail = (err: Error) => {
+      socket.destroy();
+      reject(err);
+    };
+    socket.setTimeout(60_000, () => fail(new Error(`${s.name}: login ${i} timed out`)));
+    socket.on('error', fail);
+    const lines = createInterface({ input: socket });
+    lines.on('line', (line) => {
+      // Multi-line replies (`220-`) wait for their last line.
+      if (!/^\d{3} /.test(line)) return;
+      const code = line.slice(0, 3);
+      if (code === '220') socket.write(`USER ${s.user}\r\n`);
+      else if (code === '331') socket.write(`PASS ${s.password}\r\n`);
+      else if (code === '230') {
+        socket.setTimeout(0);
+        lines.close();
+        // readline paused the socket on close: flowing again, a server's own close is seen.
+        socket.resume();
+        resolve(socket);
+      } else fail(new Error(`${s.name}: login ${i} answered ${line}`));
+    });
+  });
+}
+
+/** closeFtp ends FTP control connections (QUIT) and waits until each is closed. */
+export async function closeFtp(sockets: net.Socket[]): Promise<void> {
+  await Promise.all(
+    sockets.map(
+      (socket) =>
+        new Promise<void>((resolve) => {
+          if (socket.destroyed) return resolve();
+          socket.once('close', () => resolve());
+          socket.end('QUIT\r\n');
+          setTimeout(() => socket.destroy(), 5000).unref();
+        }),
+    ),
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Ports, users, files
 
@@ -337,11 +493,12 @@ export function systemUser(name: string, home: string, password: string): { uid:
 /**
  * startSshd starts OpenSSH's sshd on a free loopback port with its own sshd_config, host key and
  * pid file in `dir`: password login (UsePAM no, StrictModes no) for `user` only, sftp-server as
- * the sftp subsystem. Its stop is registered in cleanups.
+ * the sftp subsystem, then the `extra` lines of sshd_config. Its stop is registered in cleanups.
  */
 export async function startSshd(
   dir: string,
   user: string,
+  extra: string[] = [],
 ): Promise<{ child: ChildProcess; port: number; version: string }> {
   ensurePackage('/usr/sbin/sshd', 'openssh-server');
   ensurePackage('/usr/lib/openssh/sftp-server', 'openssh-sftp-server');
@@ -371,6 +528,7 @@ export async function startSshd(
       'PrintMotd no',
       'LogLevel ERROR',
       'Subsystem sftp /usr/lib/openssh/sftp-server',
+      ...extra,
       '',
     ].join('\n'),
   );
@@ -381,6 +539,59 @@ export async function startSshd(
   await waitForPort(port, child, 'sshd');
   const version = (await run(['/usr/sbin/sshd', '-V'])).stderr.trim().split(',')[0] ?? '';
   return { child, port, version };
+}
+
+/**
+ * startVsftpd starts vsftpd (Debian) on a free loopback port from its own config `<name>.conf` in
+ * `dir` (log and secure_chroot_dir there too): local users log in, write enabled, passive ports
+ * `passive`…`passive + 99`, no cap on clients, then the `extra` lines (TLS settings). Its stop is
+ * registered in cleanups.
+ */
+export async function startVsftpd(
+  dir: string,
+  name: string,
+  passive: number,
+  extra: string[],
+): Promise<{ child: ChildProcess; port: number }> {
+  ensurePackage('/usr/sbin/vsftpd', 'vsftpd');
+  mkdirSync(path.join(dir, 'empty'), { recursive: true });
+  const port = await freePort();
+  const conf = path.join(dir, `${name}.conf`);
+  writeFileSync(
+    conf,
+    [
+      'listen=YES',
+      'listen_ipv6=NO',
+      'listen_address=127.0.0.1',
+      `listen_port=${port}`,
+      'background=NO',
+      'anonymous_enable=NO',
+      'local_enable=YES',
+      'write_enable=YES',
+      'local_umask=022',
+      'pasv_enable=YES',
+      `pasv_min_port=${passive}`,
+      `pasv_max_port=${passive + 99}`,
+      // Its defaults, said out loud: no cap on clients or per address (the 1,000 idle logins).
+      'max_clients=0',
+      'max_per_ip=0',
+      // Containers often refuse the namespaces and seccomp filters vsftpd would set up.
+      'seccomp_sandbox=NO',
+      'isolate=NO',
+      'isolate_network=NO',
+      'xferlog_enable=NO',
+      `vsftpd_log_file=${path.join(dir, `${name}.log`)}`,
+      `secure_chroot_dir=${path.join(dir, 'empty')}`,
+      'pam_service_name=vsftpd',
+      ...extra,
+      '',
+    ].join('\n'),
+  );
+  const child = spawn('/usr/sbin/vsftpd', [conf], { stdio: ['ignore', 'inherit', 'inherit'] });
+  cleanups.push(() => stopChild(child));
+  await waitForPort(port, child, `vsftpd (${name})`);
+  console.log(`vsftpd ${name} pid ${child.pid} on :${port}, passive ${passive}-${passive + 99}`);
+  return { child, port };
 }
 
 export const DAV_EXT = '/usr/lib/nginx/modules/ngx_http_dav_ext_module.so';
@@ -421,7 +632,8 @@ export function davTools(): { nginx: string; davExt: boolean; rclone: boolean } 
 /**
  * startNginx serves `root` over HTTPS (the certificate and key in `tlsDir`) with WebDAV writes,
  * and PROPFIND with dav-ext; its config, temp folders and log live in `dir`. Its worker runs as
- * nobody: `root` must be reachable and writable for it.
+ * nobody: `root` must be reachable and writable for it. `workerConnections` (nginx's
+ * worker_connections, 64 by default here) caps the connections its one worker holds.
  */
 export async function startNginx(
   bin: string,
@@ -429,6 +641,7 @@ export async function startNginx(
   root: string,
   tlsDir: string,
   davExt: boolean,
+  opts: { workerConnections?: number } = {},
 ): Promise<{ child: ChildProcess; port: number }> {
   const port = await freePort();
   mkdirSync(path.join(dir, 'tmp'), { recursive: true });
@@ -438,7 +651,7 @@ worker_processes 1;
 ${davExt ? `load_module ${DAV_EXT};` : ''}
 pid ${path.join(dir, 'nginx.pid')};
 error_log ${path.join(dir, 'error.log')} warn;
-events { worker_connections 64; }
+events { worker_connections ${opts.workerConnections ?? 64}; }
 http {
   default_type application/octet-stream;
   access_log off;
@@ -569,17 +782,6 @@ export interface ServedGateway {
 }
 
 /**
- * startFlags are the node options of `npm start` (package.json), so the benchmarks run the gateway
- * with the same heap settings an operator's `npm start` gives it.
- */
-export function startFlags(): string[] {
-  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } };
-  const m = /^node((?:\s+--\S+)*)\s+bin\/svc-gateway\.js serve$/.exec(pkg.scripts.start.trim());
-  if (!m) throw new Error(`package.json scripts.start is not "node [--flags] bin/svc-gateway.js serve"`);
-  return m[1]!.trim().split(/\s+/).filter(Boolean);
-}
-
-/**
  * serveCompiled starts the gateway as an operator runs it: `svc-gateway serve` from the compiled
  * dist/ with `npm start`'s node options (run `npm run compile` first; `npm run bench` does), on SQLite with the local blob store in
  * `dataDir`, at DURABILITY, the site admin's password `adminPassword`, the front ends not named in
@@ -600,7 +802,7 @@ export async function serveCompiled(
       SVC_TEST_DATABASE_URL: '',
       ...env,
     },
-    { ...opts, nodeArgs: [...startFlags(), ...(opts.nodeArgs ?? [])] },
+    opts,
   );
   cleanups.push(async () => void (await stopProcess(served)));
   const rest: ApiTarget = { port: served.ports.https!, dataDir };
