@@ -59,7 +59,10 @@ function syncsUnderStrace(source: (dir: string) => string, after?: (dir: string)
   }
 }
 
-/** fsyncsForPuts runs `count` LocalBlobStore puts in a child under strace and returns its sync calls. */
+/**
+ * fsyncsForPuts runs `count` small LocalBlobStore puts, then two large ones and two adoptions of a
+ * staged file, in a child under strace and returns its sync calls.
+ */
 function fsyncsForPuts(durability: 'fsync' | 'os', count: number): string[] {
   const local = path.resolve('src/core/files/blobstores/local.ts');
   return syncsUnderStrace(
@@ -67,8 +70,17 @@ function fsyncsForPuts(durability: 'fsync' | 'os', count: number): string[] {
 import { randomBytes } from 'node:crypto';
 import { LocalBlobStore } from ${JSON.stringify(local)};
 const store = new LocalBlobStore(${JSON.stringify(path.join(dir, 'blobs'))}, ${JSON.stringify(durability)});
-for (let i = 0; i < ${count}; i++) {
-  await store.put(randomBytes(16).toString('hex'), Readable.from([Buffer.alloc(4096, i)]));
+import { mkdirSync, writeFileSync } from 'node:fs';
+const id = () => randomBytes(16).toString('hex');
+for (let i = 0; i < ${count}; i++) await store.put(id(), Readable.from([Buffer.alloc(4096, i)]));
+// Past the small-file size: streamed to a partial file, then renamed.
+for (let i = 0; i < 2; i++) await store.put(id(), Readable.from([Buffer.alloc(200_000, i)]));
+// A staged upload's file taken as the blob (SFTP's uploads), renamed from the staging folder.
+mkdirSync(${JSON.stringify(path.join(dir, 'staging'))}, { recursive: true });
+for (let i = 0; i < 2; i++) {
+  const staged = ${JSON.stringify(path.join(dir, 'staging'))} + '/f' + i + '.part';
+  writeFileSync(staged, Buffer.alloc(4096, i));
+  await store.adopt(id(), staged);
 }
 `,
   );
@@ -99,14 +111,16 @@ await close();
 describe(`storage.durability (${dbKind})`, () => {
   it('fsync: every blob and the folder naming it are synced; os: no sync at all', function () {
     this.timeout(60_000);
-    // Each blob under its final name, and the folder that names it: two per blob.
+    // Each blob under its final name (its bytes, however they came, synced once they have it), and
+    // the folder that names it: two per blob, 10 small, 2 large and 2 adopted.
     const syncs = fsyncsForPuts('fsync', 10);
     const named = (re: RegExp) => new Set(syncs.map((l) => re.exec(l)?.[1]).filter(Boolean)).size;
-    expect(named(/<([^>]*\/blobs\/[0-9a-f]{2}\/[0-9a-f]{32})>/), syncs.join('\n')).to.equal(10);
+    expect(named(/<([^>]*\/blobs\/[0-9a-f]{2}\/[0-9a-f]{32})>/), syncs.join('\n')).to.equal(14);
     expect(
       syncs.filter((l) => /\/blobs\/[0-9a-f]{2}>/.test(l)),
       syncs.join('\n'),
-    ).to.have.length(10);
+    ).to.have.length(14);
+    expect(syncs.length, `no other syncs:\n${syncs.join('\n')}`).to.equal(28);
     expect(fsyncsForPuts('os', 10)).to.deep.equal([]);
   });
 

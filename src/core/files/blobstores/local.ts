@@ -44,15 +44,24 @@ export class LocalBlobStore implements BlobStore {
     private readonly durability: Durability = 'fsync',
   ) {}
 
-  /** durable fsyncs the file, and after its rename the folder that names it (POSIX: a rename is
-   * durable only once its directory is synced); nothing under `os`. */
-  private async durable(file: string): Promise<void> {
+  /**
+   * durable makes a blob's file and the name its folder holds for it durable, after the rename into
+   * place (nothing under `os`): both fsyncs at once, so the file system can put them in one journal
+   * commit. Renaming before the file's own fsync is safe: nothing names the blob before the
+   * upload's commit, which waits for both, and a crash in between leaves a blob that its garbage
+   * mark reclaims. Descriptors are opened and closed on the event loop (a cached inode: a trip
+   * through the thread pool costs more); only the fsyncs go to the pool.
+   */
+  private async durable(final: string): Promise<void> {
     if (this.durability === 'os') return;
-    const handle = await open(file, 'r');
+    const fd = openSync(final, 'r');
+    let dirFd: number | undefined;
     try {
-      await handle.sync();
+      dirFd = openSync(path.dirname(final), 'r');
+      await Promise.all([fsyncFd(fd), fsyncFd(dirFd)]);
     } finally {
-      await handle.close();
+      closeSync(fd);
+      if (dirFd !== undefined) closeSync(dirFd);
     }
   }
 
@@ -87,10 +96,9 @@ export class LocalBlobStore implements BlobStore {
         for (const chunk of head.chunks) out.write(chunk);
         await pipeline(body, out, opts.signal ? { signal: opts.signal } : {});
         size = out.bytesWritten;
-        await this.durable(partial);
       }
       await rename(partial, final);
-      await this.durable(path.dirname(final));
+      await this.durable(final);
       return { size };
     } catch (err) {
       body.destroy();
@@ -108,25 +116,18 @@ export class LocalBlobStore implements BlobStore {
    * the page-cache write takes microseconds, while each trip through the thread pool wakes a
    * worker thread: 4 such trips (8 under `fsync`) were a fifth of a small upload's time on 2 busy
    * cores. nginx and vsftpd write their files this way, on their one thread. The file and its
-   * folder are synced together, after the rename: nothing names the blob before the upload's
-   * commit, which waits for both (a crash in between leaves a blob its garbage mark reclaims), and
-   * the file system can put both in one journal commit.
+   * folder are synced together after the rename (durable).
    */
   private async writeSmall(partial: string, final: string, chunks: Buffer[]): Promise<void> {
     const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     const fd = openSync(partial, 'wx');
-    let dirFd: number | undefined;
     try {
       for (let at = 0; at < data.length;) at += writeSync(fd, data, at);
-      renameSync(partial, final);
-      if (this.durability === 'fsync') {
-        dirFd = openSync(path.dirname(final), 'r');
-        await Promise.all([fsyncFd(fd), fsyncFd(dirFd)]);
-      }
     } finally {
       closeSync(fd);
-      if (dirFd !== undefined) closeSync(dirFd);
     }
+    renameSync(partial, final);
+    await this.durable(final);
   }
 
   async freeBytes(): Promise<number | null> {
@@ -163,12 +164,10 @@ export class LocalBlobStore implements BlobStore {
 
   private async adoptFile(id: BlobId, file: string): Promise<{ size: number }> {
     const final = this.file(id);
-    await this.durable(file);
     try {
       // A rename within one file system is a change of names only: on the event loop, as
       // writeSmall's (the caller waits for it either way, and the thread pool's trip costs more).
       await this.folders.within(path.dirname(final), () => renameSync(file, final));
-      await this.durable(path.dirname(final));
     } catch (err) {
       // Another filesystem (blobs elsewhere than the staging dir): copy instead.
       if ((err as { code?: string }).code !== 'EXDEV') throw err;
@@ -177,6 +176,7 @@ export class LocalBlobStore implements BlobStore {
       await rm(file, { force: true });
       return size;
     }
+    await this.durable(final);
     return { size: statSync(final).size };
   }
 
