@@ -58,11 +58,15 @@ type RawLockRow = Omit<DavLockRow, 'user_id' | 'timeout_seconds' | 'created_at' 
  */
 async function liveLocks(em: EntityManager, site: string, descendants: boolean): Promise<DavLockRow[]> {
   const ancestors = ancestorsOf(site);
-  const params: unknown[] = [...ancestors];
-  let where = `path IN (${marks(ancestors.length)})`;
-  if (descendants) {
-    if (site === '') where = '1 = 1';
-    else {
+  const params: unknown[] = [];
+  let where: string;
+  // Every lock is on the root or below it. (The ancestors' values stayed in the parameters once
+  // this clause dropped their marks: PROPFIND Depth 1 on a site admin's `/` answered 500.)
+  if (descendants && site === '') where = '1 = 1';
+  else {
+    params.push(...ancestors);
+    where = `path IN (${marks(ancestors.length)})`;
+    if (descendants) {
       const prefix = `${site}/`;
       where += ' OR substr(path, 1, ?) = ?';
       params.push([...prefix].length, prefix);

@@ -27,4 +27,17 @@ describe(`WebDAV locks under simultaneous requests (${dbKind})`, () => {
         expect((r.reason as { type?: string }).type).to.equal('processing-failure/file-locked');
     }
   });
+
+  it('lists the locks below the root for a session without a root folder (a site admin’s PROPFIND of /)', async () => {
+    const session = t.core.files.session(operatorPrincipal());
+    await t.core.dav.locks.lock(session, 'deep/inside.txt', {
+      scope: 'exclusive',
+      depth: '0',
+      owner: '',
+      timeoutSeconds: 60,
+    });
+    const below = await t.core.dav.locks.affecting(session, '', { descendants: true });
+    expect(below.map((l) => l.path)).to.include.members(['deep/inside.txt', 'contended.txt']);
+    expect(await t.core.dav.locks.affecting(session, '')).to.deep.equal([]);
+  });
 });
