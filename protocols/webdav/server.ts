@@ -28,7 +28,7 @@ import { get } from './methods/get.ts';
 import { lock } from './methods/lock.ts';
 import { mkcol } from './methods/mkcol.ts';
 import { move } from './methods/move.ts';
-import { ALLOW, allowOn, options } from './methods/options.ts';
+import { ALLOW, options } from './methods/options.ts';
 import { propfind } from './methods/propfind.ts';
 import { proppatch } from './methods/proppatch.ts';
 import { put } from './methods/put.ts';
@@ -116,13 +116,7 @@ export function buildApp(core: Core): Koa<DavState> {
         ctx.status = statusOf(err);
         noteError(ctx.res, err.type);
         if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Basic realm="svc-gateway", charset="UTF-8"');
-        if (ctx.status === 405)
-          ctx.set(
-            'Allow',
-            err.type === 'bad-request/cannot-download-directory'
-              ? allowOn('directory')
-              : ((ctx.state as Partial<DavState>).allow ?? ALLOW),
-          );
+        if (ctx.status === 405) ctx.set('Allow', (ctx.state as Partial<DavState>).allow ?? ALLOW);
         const retry = retryAfter(err);
         if (retry) ctx.set('Retry-After', retry);
         // The rest of an oversized body is not read: close the connection rather than drain it.

@@ -82,8 +82,7 @@ async function idleSftp(port: number) {
 }
 
 /**
- * lftpGet downloads `url` (ftp://… or https://…, the file's own URL: lftp's `open` of the WebDAV
- * root would first send HEAD /, which a folder answers with 405) with lftp at `bytesPerSecond`,
+ * lftpGet downloads `url` (ftp://… or https://…, the file's own URL) with lftp at `bytesPerSecond`,
  * trying once: a download the drain broke fails instead of being fetched again. Not curl: its
  * --limit-rate (7.88) let 1.5 MB through in under a second on loopback, so the download it was
  * meant to keep running had ended before SIGTERM's effects could be seen.

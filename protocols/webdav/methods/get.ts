@@ -2,13 +2,14 @@
  * GET and HEAD: the file's bytes with ETag and Last-Modified, conditional requests (RFC 9110
  * §13: 304 and 412), and one byte range read from the blob store itself (206, 416). HEAD opens
  * the file without recording a read. Several ranges are answered with the whole file (allowed by
- * RFC 9110 §14.2).
+ * RFC 9110 §14.2). A folder answers with its listing as a page (folder-index.ts).
  */
 import parseRange from 'range-parser';
 import { GatewayError, type ByteRange, type Core, type Entry } from '../../../src/core/index.ts';
 import { DavCondition } from '../errors.ts';
 import { etagOf, httpDate, type DavContext, type Method } from '../http.ts';
 import { contentTypeOf } from '../props.ts';
+import { folderIndex } from './folder-index.ts';
 
 const tags = (header: string) => header.split(',').map((t) => t.trim());
 const weak = (t: string) => t.replace(/^W\//, '');
@@ -80,8 +81,7 @@ export const get: Method = async (ctx, _core: Core) => {
   let range: ByteRange | undefined;
   if (needsStat) {
     const entry = await session.stat(path);
-    if (entry.type === 'directory')
-      throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
+    if (entry.type === 'directory') return folderIndex(ctx);
     if (preconditions(ctx, entry, true)) {
       ctx.status = 304;
       ctx.set('ETag', etagOf(entry)!);
@@ -90,7 +90,14 @@ export const get: Method = async (ctx, _core: Core) => {
     }
     range = rangeOf(ctx, entry);
   }
-  const download = await session.openRead(path, { ...(range ? { range } : {}), record: !head });
+  let download;
+  try {
+    download = await session.openRead(path, { ...(range ? { range } : {}), record: !head });
+  } catch (err) {
+    if (err instanceof GatewayError && err.type === 'bad-request/cannot-download-directory')
+      return folderIndex(ctx);
+    throw err;
+  }
   const { entry, stream } = download;
   const size = entry.size ?? 0;
   ctx.set('ETag', etagOf(entry)!);

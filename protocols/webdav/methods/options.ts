@@ -6,12 +6,12 @@ export const ALLOW = 'OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, COPY, MOVE, PROPFI
 
 /**
  * allowOn lists the methods an existing file or folder takes, for the Allow header of a 405 on it
- * (RFC 9110 §15.5.6: the target's methods, not the server's): no MKCOL on what exists, and no GET,
- * HEAD or PUT on a folder (PROPFIND lists it). lftp and curl read a 405's Allow to choose what next.
+ * (RFC 9110 §15.5.6: the target's methods, not the server's): no MKCOL on what exists, and no PUT
+ * on a folder. lftp and curl read a 405's Allow to choose what next.
  */
 export function allowOn(type: 'file' | 'directory'): string {
   return type === 'directory'
-    ? 'OPTIONS, DELETE, COPY, MOVE, PROPFIND, PROPPATCH, LOCK, UNLOCK'
+    ? 'OPTIONS, GET, HEAD, DELETE, COPY, MOVE, PROPFIND, PROPPATCH, LOCK, UNLOCK'
     : 'OPTIONS, GET, HEAD, PUT, DELETE, COPY, MOVE, PROPFIND, PROPPATCH, LOCK, UNLOCK';
 }
 

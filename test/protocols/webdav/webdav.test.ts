@@ -68,6 +68,10 @@ describe(`WebDAV front end (${dbKind})`, () => {
       const r = await f.dav('PROPFIND', '/', { auth: [f.gw.siteKey, 'x'], headers: { Depth: '0' } });
       expect(r.status).to.equal(207);
       expect((await f.actions()).slice(before).filter((a) => a.action === 'login')).to.have.length(0);
+      // The whole site's root, as a site admin mounts it: every lock below it is read (this was 500).
+      const all = await f.dav('PROPFIND', '/', { auth: [f.gw.siteKey, 'x'], headers: { Depth: '1' } });
+      expect(all.status, all.text).to.equal(207);
+      expect(all.text).to.include('<D:href>/</D:href>');
     });
   });
 
@@ -155,30 +159,78 @@ describe(`WebDAV front end (${dbKind})`, () => {
   });
 
   describe('GET, HEAD and PUT', () => {
-    it("answers 405 with an Allow of the target's own methods: a folder's GET, HEAD, PUT; MKCOL on what exists", async () => {
+    it("answers 405 with an Allow of the target's own methods: a folder's PUT; MKCOL on what exists", async () => {
       expect((await f.dav('MKCOL', '/allow-dir')).status).to.equal(201);
       expect((await f.dav('PUT', '/allow.txt', { body: 'x' })).status).to.equal(201);
       const methods = (r: { headers: Record<string, unknown> }) =>
         String(r.headers.allow).split(/,\s*/).sort();
-      const folder = ['COPY', 'DELETE', 'LOCK', 'MOVE', 'OPTIONS', 'PROPFIND', 'PROPPATCH', 'UNLOCK'];
-      for (const [method, headers] of [
-        ['GET', {}],
-        ['GET', { Range: 'bytes=0-1' }],
-        ['HEAD', {}],
-        ['PUT', {}],
-        ['MKCOL', {}],
-      ] as const) {
-        const r = await f.dav(method, '/allow-dir', { headers });
+      const folder = [
+        'COPY',
+        'DELETE',
+        'GET',
+        'HEAD',
+        'LOCK',
+        'MOVE',
+        'OPTIONS',
+        'PROPFIND',
+        'PROPPATCH',
+        'UNLOCK',
+      ];
+      for (const method of ['PUT', 'MKCOL'] as const) {
+        const r = await f.dav(method, '/allow-dir');
         expect(r.status, method).to.equal(405);
-        // A client told GET on a folder is not allowed must not be told in the same answer it is.
+        // A client told PUT on a folder is not allowed must not be told in the same answer it is.
         expect(methods(r), method).to.deep.equal(folder);
       }
       const file = await f.dav('MKCOL', '/allow.txt');
       expect(file.status).to.equal(405);
-      expect(methods(file)).to.deep.equal([...folder, 'GET', 'HEAD', 'PUT'].sort());
+      expect(methods(file)).to.deep.equal([...folder, 'PUT'].sort());
       const unknown = await f.dav('PATCH', '/allow.txt');
       expect(unknown.status).to.equal(405);
       expect(methods(unknown)).to.include('MKCOL');
+    });
+
+    it('answers GET and HEAD on a folder with a page listing it, names escaped, page after page', async () => {
+      expect((await f.dav('MKCOL', '/index-dir')).status).to.equal(201);
+      expect((await f.dav('MKCOL', '/index-dir/sub')).status).to.equal(201);
+      const odd = '<b>&"x y\'#?.txt';
+      expect((await f.dav('PUT', `/index-dir/${encodeURIComponent(odd)}`, { body: 'abc' })).status).to.equal(
+        201,
+      );
+      // More than one page of the listing (500 entries a page).
+      for (let i = 0; i < 520; i += 20)
+        await Promise.all(
+          Array.from({ length: 20 }, (_, j) =>
+            f.dav('PUT', `/index-dir/f${String(i + j).padStart(4, '0')}`, { body: 'x' }),
+          ),
+        );
+      // Without its slash, a folder's address is sent to the one with it (relative links resolve there).
+      const moved = await f.dav('GET', '/index-dir');
+      expect(moved.status).to.equal(301);
+      expect(moved.headers.location).to.equal('./index-dir/');
+      expect((await f.dav('HEAD', '/index-dir/sub')).headers.location).to.equal('./sub/');
+      const head = await f.dav('HEAD', '/index-dir/');
+      expect(head.status).to.equal(200);
+      expect(head.headers['content-type']).to.equal('text/html; charset=utf-8');
+      expect(head.text).to.equal('');
+      const page = await f.dav('GET', '/index-dir/', { headers: { Range: 'bytes=0-1' } });
+      expect(page.status).to.equal(200);
+      expect(page.headers['content-security-policy']).to.equal("default-src 'none'");
+      const links = [...page.text.matchAll(/<a href="([^"]*)">([^<]*)<\/a>/g)].map((m) => [m[1], m[2]]);
+      expect(links[0]).to.deep.equal(['../', '../']);
+      expect(links).to.deep.include(['sub/', 'sub/']);
+      expect(links).to.deep.include([encodeURIComponent(odd), '&lt;b&gt;&amp;&quot;x y&apos;#?.txt']);
+      expect(links.filter(([h]) => /^f\d{4}$/.test(h!))).to.have.length(520);
+      expect(page.text).to.not.include('<b>');
+      expect(page.text.trimEnd()).to.match(/<\/html>$/);
+      // The links lead where they say.
+      expect((await f.dav('GET', `/index-dir/${encodeURIComponent(odd)}`)).text).to.equal('abc');
+      const root = await f.dav('GET', '/');
+      expect(root.text).to.include('<a href="index-dir/">index-dir/</a>');
+      expect(root.text).to.not.include('href="../"');
+      // A folder that is not there is still 404, and a file is still its bytes.
+      expect((await f.dav('GET', '/index-dir/nothing/')).status).to.equal(404);
+      expect((await f.dav('GET', '/allow.txt')).text).to.equal('x');
     });
 
     it('serves byte ranges, ETag and Last-Modified, with 304, 412 and 416', async () => {
@@ -268,6 +320,17 @@ describe(`WebDAV front end (${dbKind})`, () => {
       expect((await f.dav('MKCOL', '/none/cm-dir')).status).to.equal(409);
       expect((await f.dav('DELETE', '/cm-dir')).status).to.equal(204);
       expect((await f.dav('DELETE', '/cm-dir')).status).to.equal(404);
+    });
+
+    it('deletes a file whatever its Depth (lftp sends 0); a folder only at Depth infinity', async () => {
+      await f.dav('MKCOL', '/depth-dir');
+      await f.dav('PUT', '/depth-dir/f.txt', { body: 'f' });
+      const folder = await f.dav('DELETE', '/depth-dir', { headers: { Depth: '0' } });
+      expect(folder.status).to.equal(400);
+      expect((await f.dav('GET', '/depth-dir/f.txt')).text).to.equal('f');
+      expect((await f.dav('DELETE', '/depth-dir/f.txt', { headers: { Depth: '0' } })).status).to.equal(204);
+      expect((await f.dav('GET', '/depth-dir/f.txt')).status).to.equal(404);
+      expect((await f.dav('DELETE', '/depth-dir', { headers: { Depth: 'infinity' } })).status).to.equal(204);
     });
   });
 
