@@ -160,6 +160,21 @@ export function api<T = unknown>(
   });
 }
 
+/**
+ * apiKey creates an API key named `name` for the session's user, who confirms it with their
+ * password (POST /api_keys asks for it), and returns the key.
+ */
+export async function apiKey(gw: ApiTarget, password: string, name: string): Promise<string> {
+  const created = await api<{ key: string }>(
+    gw,
+    'POST',
+    '/api_keys',
+    { name },
+    { 'X-Svc-Reauthentication': `password:${password}` },
+  );
+  return created.key;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Client processes
 

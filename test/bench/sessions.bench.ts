@@ -66,6 +66,7 @@ import {
   systemUser,
   table,
   writeResults,
+  apiKey,
 } from './lib.ts';
 
 /** COUNTS are the numbers of idle sessions measured, each reached by adding to the last. */
@@ -429,15 +430,7 @@ try {
     user_root: '',
     grant_permission: 'full',
   });
-  const key = (
-    await api<{ key: string }>(
-      gw.rest,
-      'POST',
-      '/api_keys',
-      { name: 'sessions bench' },
-      { 'X-Svc-Reauthentication': `password:${PASSWORD}` },
-    )
-  ).key;
+  const key = await apiKey(gw.rest, PASSWORD, 'sessions bench');
   console.log(`gateway pid ${gw.pid} (compiled), ports ${JSON.stringify(gw.ports)}`);
 
   // One local user for vsftpd and sshd, its home in the work dir.

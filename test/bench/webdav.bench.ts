@@ -59,6 +59,7 @@ import {
   stopChild,
   table,
   writeResults,
+  apiKey,
 } from './lib.ts';
 
 const PASSWORD = 'Bench-password-1';
@@ -235,15 +236,7 @@ try {
   const davPort = gw.ports.webdav;
   if (!davPort) throw new Error(`the gateway bound no webdav port: ${JSON.stringify(gw.ports)}`);
   const pid = gw.pid;
-  const key = (
-    await api<{ key: string }>(
-      gw.rest,
-      'POST',
-      '/api_keys',
-      { name: 'webdav bench' },
-      { 'X-Svc-Reauthentication': `password:${PASSWORD}` },
-    )
-  ).key;
+  const key = await apiKey(gw.rest, PASSWORD, 'webdav bench');
   await api(gw.rest, 'POST', '/folders/big', {});
   await api(gw.rest, 'POST', '/folders/empty', {});
   populateSqlite(dataDir, LIST_ENTRIES);
