@@ -4,8 +4,11 @@
  * Why: TypeORM's better-sqlite3 driver shares one connection between all callers, so a second
  * transaction started while another is open silently becomes a SAVEPOINT inside it, and the
  * outer ROLLBACK erases writes the inner caller believed committed (typeorm/typeorm#307, #10364;
- * research/libraries.md §4). On SQLite every call here therefore waits its turn in a FIFO queue.
- * PostgreSQL gets one pooled connection per transaction, and the same API.
+ * research/libraries.md §4). On SQLite every call here therefore waits its turn in a FIFO queue;
+ * the calls queued in one turn of the event loop run as one transaction with a savepoint each (a
+ * group: issue 13, per-file cost), so concurrent sessions share its COMMIT, its WAL pages and
+ * its file locks, while each call still commits or fails on its own. PostgreSQL gets one pooled
+ * connection per transaction, and the same API.
  *
  * Rule for callers: a unit of work does database statements only. Never await network or storage
  * I/O inside it (an upload is two short units: started, committed).
@@ -40,6 +43,42 @@ function runHooks(hooks: (() => void)[] | undefined): void {
   if (hooks) for (const hook of hooks) hook();
 }
 
+/** takeHooks takes what is to run after `em`'s unit of work commits. */
+function takeHooks(em: EntityManager | undefined): (() => void)[] | undefined {
+  const hooks = em && committed.get(em);
+  if (hooks) committed.delete(em!);
+  return hooks;
+}
+
+/** dropHooks forgets what a unit of work that did not commit had registered (SQLite shares one EntityManager). */
+function dropHooks(em: EntityManager): void {
+  committed.delete(em);
+}
+
+/** GROUP is the most calls one turn of SQLite's queue runs in one transaction. */
+const GROUP = 64;
+
+/** Queued is a call waiting in SQLite's queue. */
+interface Queued {
+  /** `solo` runs alone and outside any transaction (migrations, checkpoints) */
+  kind: 'read' | 'work' | 'solo';
+  /** the metric it is timed under */
+  metric: 'read' | 'work';
+  fn: (em: EntityManager) => Promise<unknown>;
+  /** a unit of work answered only once the WAL is synced (storage.durability `fsync`) */
+  durable: boolean;
+  resolve: (value: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
+/** Done is a call that committed, with its value and what is to run after it. */
+interface Done {
+  u: Queued;
+  started: bigint;
+  value: unknown;
+  hooks: (() => void)[] | undefined;
+}
+
 /** DatabaseKind tells which server answers: the embedded SQLite file or PostgreSQL. */
 export type DatabaseKind = 'sqlite' | 'postgres';
 
@@ -50,7 +89,13 @@ export type DatabaseKind = 'sqlite' | 'postgres';
  * seconds; the pool reconnects by itself when the database is back, so no restart is needed.
  */
 export class Database {
-  private queue: Promise<unknown> = Promise.resolve();
+  /** SQLite: the calls waiting their turn, and whether a turn is scheduled or running */
+  private readonly waiting: Queued[] = [];
+  private pumping = false;
+  /** close's waits for the queue to empty */
+  private readonly drained: (() => void)[] = [];
+  /** SQLite: the connection, for the savepoints of a group and its transaction state */
+  private sqlite: SqliteHandle | null = null;
   private readonly throttle = new LogThrottle();
   /** calls started and not yet finished (on SQLite, the one running and those waiting their turn) */
   private calls = 0;
@@ -143,6 +188,8 @@ export class Database {
         // commits that wait together: SQLite's FULL would sync inside COMMIT, on the event loop.
         prepareDatabase: (db: SqliteHandle) => {
           db.pragma('synchronous = NORMAL');
+          // A group's savepoints (Database.runGroup) keep their undo pages in memory, not in temp files.
+          db.pragma('temp_store = MEMORY');
           handle = db;
         },
         timeout: config.database.sqlite_busy_timeout_ms,
@@ -160,6 +207,7 @@ export class Database {
     if (kind === 'sqlite') db.immediate = immediateBegin(source);
     if (handle) {
       const main: SqliteHandle = handle;
+      db.sqlite = main;
       db.checkpointer = new Checkpointer(
         path.join(config.data_dir, 'gateway.sqlite'),
         (fn) => db.serialized('work', fn),
@@ -191,61 +239,32 @@ export class Database {
    * the later commit's sync carries it (SQLite's WAL is synced in order; PostgreSQL's WAL flush
    * covers every earlier record), so an upload costs one sync of the database, not two.
    */
-  async work<T>(fn: (em: EntityManager) => Promise<T>, opts: { durable?: boolean } = {}): Promise<T> {
+  work<T>(fn: (em: EntityManager) => Promise<T>, opts: { durable?: boolean } = {}): Promise<T> {
     const lazy = opts.durable === false && this.durability === 'fsync';
-    // SQLite at `fsync`: on disk before anyone hears of it, synced outside the queue, so the next
-    // unit of work runs while this one's sync is under way (and may share it). The hooks come
-    // after the sync: what they start (deleting a blob this commit stopped referring to) must not
-    // outrun it. Otherwise they run before the next unit of work, as the commit's own tail.
-    const sync = this.kind === 'sqlite' && this.durability === 'fsync' && !lazy;
-    let hooks: (() => void)[] | undefined;
-    const result = await this.serialized('work', async () => {
+    if (this.kind === 'sqlite')
+      // SQLite at `fsync`: on disk before anyone hears of it, synced outside the queue, so the next
+      // unit of work runs while this one's sync is under way (and may share it).
+      return this.enqueue('work', fn, this.durability === 'fsync' && !lazy);
+    return this.observed('work', async () => {
       let tx: EntityManager | undefined;
-      const run = () =>
-        this.source.transaction(async (em) => {
-          tx = em;
-          if (lazy && this.kind === 'postgres') await em.query('SET LOCAL synchronous_commit TO OFF');
-          return fn(em);
-        });
-      let value: T;
-      try {
-        value = await run();
-      } catch (err) {
-        // Another process on the same SQLite file (the CLI beside a serving gateway) committed
-        // between this unit's first read and its first write: SQLite refuses that write at once
-        // (SQLITE_BUSY_SNAPSHOT, which no busy timeout waits out) and the transaction is rolled
-        // back. A unit of work is database statements only, so it runs again, this time taking
-        // the write lock as it begins (waiting up to the busy timeout for it), so that it cannot
-        // be overtaken again. Only then: an immediate BEGIN would also make units that only read
-        // wait for, and fail on, a lock that reads need not wait for.
-        if (!this.immediate || driverCode(err) !== 'SQLITE_BUSY_SNAPSHOT') throw err;
-        this.immediate.next = true;
-        value = await run();
-      }
-      this.checkpointer?.committed();
-      hooks = tx && committed.get(tx);
-      if (hooks) committed.delete(tx!);
-      if (!sync) runHooks(hooks);
+      const value = await this.source.transaction(async (em) => {
+        tx = em;
+        if (lazy) await em.query('SET LOCAL synchronous_commit TO OFF');
+        return fn(em);
+      });
+      runHooks(takeHooks(tx));
       return value;
     });
-    if (sync) {
-      try {
-        await this.walSync();
-      } catch (err) {
-        this.fault(err);
-      }
-      runHooks(hooks);
-    }
-    return result;
   }
 
   /**
-   * read runs fn without a transaction (reads, or statements that each stand alone and commit on
-   * their own, such as a lease's release); on SQLite it still waits its turn, so it never sees
-   * uncommitted rows.
+   * read runs fn without a transaction of its own (reads, or statements that each stand alone and
+   * commit on their own, such as a lease's release); on SQLite it still waits its turn, so it never
+   * sees uncommitted rows.
    */
   read<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    return this.serialized('read', () => fn(this.source.manager));
+    if (this.kind === 'sqlite') return this.enqueue('read', fn, false);
+    return this.observed('read', () => fn(this.source.manager));
   }
 
   /**
@@ -258,7 +277,7 @@ export class Database {
 
   /** close waits for queued work and closes the connection or pool. */
   async close(): Promise<void> {
-    await this.queue.catch(() => undefined);
+    while (this.pumping || this.waiting.length) await new Promise<void>((r) => this.drained.push(r));
     await this.walSyncing?.catch(() => undefined);
     await this.wal?.close().catch(() => undefined);
     this.wal = null;
@@ -297,29 +316,224 @@ export class Database {
     return { now: null };
   }
 
+  /** serialized runs fn alone on SQLite, outside any transaction (migrations, checkpoints). */
   private serialized<T>(kind: 'read' | 'work', fn: () => Promise<T>): Promise<T> {
+    if (this.kind !== 'sqlite') return this.observed(kind, fn);
+    return this.enqueue('solo', fn, false, kind);
+  }
+
+  /** observed runs fn as one call: counted while it runs, timed for the metrics, its failure classified. */
+  private observed<T>(kind: 'read' | 'work', fn: () => Promise<T>): Promise<T> {
     this.calls++;
-    const guarded = () => {
+    const started = process.hrtime.bigint();
+    return fn().then(
+      (v) => {
+        this.calls--;
+        this.timed(kind, started, true);
+        return v;
+      },
+      (err: unknown) => {
+        this.calls--;
+        this.timed(kind, started, false);
+        return this.fault(err);
+      },
+    );
+  }
+
+  private timed(kind: 'read' | 'work', started: bigint, ok: boolean): void {
+    this.observe?.(kind, Number(process.hrtime.bigint() - started) / 1e9, ok);
+  }
+
+  /** enqueue puts a call in SQLite's queue; it answers once its group has committed (and, if durable, synced). */
+  private enqueue<T>(
+    kind: Queued['kind'],
+    fn: (em: EntityManager) => Promise<T>,
+    durable: boolean,
+    metric: 'read' | 'work' = kind === 'read' ? 'read' : 'work',
+  ): Promise<T> {
+    this.calls++;
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.push({
+        kind,
+        metric,
+        fn,
+        durable,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      });
+      this.pump();
+    });
+  }
+
+  /**
+   * pump schedules the next turn of SQLite's queue. It starts on the event loop's check phase, not
+   * at once: a unit of work only waits on SQLite, so without that pause the queue would never hold
+   * two calls, while the sessions whose events this turn of the loop serves queue theirs meanwhile
+   * and the turn runs them as one group (one transaction: the pages they share, such as the
+   * action log's last page, are written to the WAL once, and the file locks are taken once).
+   */
+  private pump(): void {
+    if (this.pumping) return;
+    if (this.waiting.length === 0) {
+      for (const r of this.drained.splice(0)) r();
+      return;
+    }
+    this.pumping = true;
+    setImmediate(() => {
+      const first = this.waiting[0]!;
+      let n = 1;
+      if (first.kind !== 'solo')
+        while (n < this.waiting.length && n < GROUP && this.waiting[n]!.kind !== 'solo') n++;
+      const units = this.waiting.splice(0, n);
+      void (units.length === 1 ? this.runAlone(units[0]!) : this.runGroup(units)).finally(() => {
+        this.pumping = false;
+        this.pump();
+      });
+    });
+  }
+
+  /** runAlone runs one call as it would run without others: a read bare, a unit of work in its own transaction. */
+  private async runAlone(u: Queued): Promise<void> {
+    const started = process.hrtime.bigint();
+    let hooks: (() => void)[] | undefined;
+    let value: unknown;
+    try {
+      if (u.kind === 'solo') value = await (u.fn as () => Promise<unknown>)();
+      else if (u.kind === 'read') value = await u.fn(this.source.manager);
+      else {
+        let tx: EntityManager | undefined;
+        const run = () =>
+          this.source.transaction(async (em) => {
+            tx = em;
+            dropHooks(em);
+            return u.fn(em);
+          });
+        try {
+          value = await run();
+        } catch (err) {
+          // Another process on the same SQLite file (the CLI beside a serving gateway) committed
+          // between this unit's first read and its first write: SQLite refuses that write at once
+          // (SQLITE_BUSY_SNAPSHOT, which no busy timeout waits out) and the transaction is rolled
+          // back. A unit of work is database statements only, so it runs again, this time taking
+          // the write lock as it begins (waiting up to the busy timeout for it), so that it cannot
+          // be overtaken again. Only then: an immediate BEGIN would also make units that only read
+          // wait for, and fail on, a lock that reads need not wait for.
+          if (!this.immediate || driverCode(err) !== 'SQLITE_BUSY_SNAPSHOT') throw err;
+          this.immediate.next = true;
+          value = await run();
+        }
+        this.checkpointer?.committed();
+        hooks = takeHooks(tx);
+      }
+    } catch (err) {
+      this.fail(u, started, err);
+      return;
+    }
+    this.answer([{ u, started, value, hooks }]);
+  }
+
+  /**
+   * runGroup runs several calls in one transaction, each in a savepoint of its own: a call that
+   * fails undoes only its own statements and hears its own error; the others answer once the
+   * transaction has committed. If the transaction as a whole cannot go on (another process
+   * committed first, SQLite rolled it back by itself, the COMMIT failed), it is rolled back and
+   * each call runs again alone: a unit of work is database statements only, so it may.
+   */
+  private async runGroup(units: Queued[]): Promise<void> {
+    const runner = this.source.driver.createQueryRunner('master');
+    const db = this.sqlite!;
+    const done: Done[] = [];
+    const failed: { u: Queued; started: bigint; err: unknown }[] = [];
+    let broken = false;
+    try {
+      await runner.startTransaction();
+    } catch {
+      broken = true;
+    }
+    for (const u of broken ? [] : units) {
       const started = process.hrtime.bigint();
-      const timed = (ok: boolean) =>
-        this.observe?.(kind, Number(process.hrtime.bigint() - started) / 1e9, ok);
-      return fn().then(
-        (v) => {
-          timed(true);
-          return v;
-        },
-        (err: unknown) => {
-          timed(false);
-          return this.fault(err);
-        },
-      );
-    };
-    const done = <V>(p: Promise<V>) => p.finally(() => this.calls--);
-    if (this.kind !== 'sqlite') return done(guarded());
-    const run = this.queue.then(guarded, guarded);
-    // The queue only orders; a failure belongs to its caller, not to the next unit of work.
-    this.queue = run.catch(() => undefined);
-    return done(run);
+      const ems = [runner.manager, this.source.manager];
+      for (const em of ems) committed.set(em, []);
+      try {
+        db.exec('SAVEPOINT grouped');
+        const value = await u.fn(u.kind === 'read' ? this.source.manager : runner.manager);
+        db.exec('RELEASE grouped');
+        done.push({ u, started, value, hooks: ems.flatMap((em) => takeHooks(em) ?? []) });
+      } catch (err) {
+        for (const em of ems) dropHooks(em);
+        if (!db.inTransaction || driverCode(err) === 'SQLITE_BUSY_SNAPSHOT') {
+          broken = true;
+          break;
+        }
+        try {
+          db.exec('ROLLBACK TO grouped; RELEASE grouped');
+        } catch {
+          broken = true;
+          break;
+        }
+        failed.push({ u, started, err });
+      }
+    }
+    if (!broken) {
+      try {
+        await runner.commitTransaction();
+      } catch {
+        broken = true;
+      }
+    }
+    if (broken) {
+      try {
+        if (db.inTransaction) db.exec('ROLLBACK');
+      } catch {
+        // Nothing to roll back any more: each call runs alone below either way.
+      }
+      // TypeORM's runner keeps its own idea of the transaction; it is over.
+      Object.assign(runner, { isTransactionActive: false, transactionDepth: 0 });
+      for (const u of units) await this.runAlone(u);
+      return;
+    }
+    for (const d of done) if (d.u.kind === 'work') this.checkpointer?.committed();
+    for (const f of failed) this.fail(f.u, f.started, f.err);
+    this.answer(done);
+  }
+
+  /** answer hands committed calls their values: at once, or once the WAL is synced for durable ones. */
+  private answer(done: Done[]): void {
+    const later: Done[] = [];
+    for (const d of done) {
+      if (d.u.durable) later.push(d);
+      else this.settle(d);
+    }
+    if (later.length === 0) return;
+    // The hooks come after the sync: what they start (deleting a blob this commit stopped
+    // referring to) must not outrun it.
+    void this.walSync().then(
+      () => later.forEach((d) => this.settle(d)),
+      (err: unknown) => later.forEach((d) => this.fail(d.u, d.started, err)),
+    );
+  }
+
+  private settle(d: Done): void {
+    try {
+      runHooks(d.hooks);
+    } catch (err) {
+      // The commit stands; the caller hears what went wrong after it, the other calls go on.
+      this.fail(d.u, d.started, err);
+      return;
+    }
+    this.calls--;
+    this.timed(d.u.metric, d.started, true);
+    d.u.resolve(d.value);
+  }
+
+  private fail(u: Queued, started: bigint, err: unknown): void {
+    this.calls--;
+    this.timed(u.metric, started, false);
+    try {
+      this.fault(err);
+    } catch (classified) {
+      u.reject(classified);
+    }
   }
 
   /** fault rethrows a failed call, classified; the cause of an outage is logged, throttled. */
@@ -361,7 +575,9 @@ function driverCode(err: unknown): string | undefined {
 /** SqliteHandle is the part of better-sqlite3's connection the gateway sets pragmas on. */
 interface SqliteHandle {
   readonly open: boolean;
+  readonly inTransaction: boolean;
   pragma(source: string): unknown;
+  exec(source: string): unknown;
 }
 
 /** PgPoolCounts is what node-postgres's Pool tells about its connections. */

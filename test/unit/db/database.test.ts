@@ -97,6 +97,46 @@ describe(`database layer (${dbKind})`, () => {
     expect(await groupNames()).to.have.length(50);
   });
 
+  it('calls made together each get their own answer: a failing one undoes only its own writes', async () => {
+    const db = dbOf(t.core);
+    // Queued in one turn of the event loop: on SQLite they run as one group (one transaction, a
+    // savepoint each), on PostgreSQL side by side.
+    const a = db.work((em) => em.insert(GroupEntity, group('A')));
+    const b = db.work(async (em) => {
+      await em.insert(GroupEntity, group('B'));
+      throw new Error('B fails');
+    });
+    const missing = db.read((em) => em.findOneByOrFail(GroupEntity, { name: 'nobody' }));
+    const c = db.work((em) => em.insert(GroupEntity, group('C')));
+    const results = await Promise.allSettled([a, b, missing, c]);
+    expect(results.map((r) => r.status)).to.deep.equal(['fulfilled', 'rejected', 'rejected', 'fulfilled']);
+    expect(String((results[1] as PromiseRejectedResult).reason)).to.include('B fails');
+    expect(await groupNames()).to.deep.equal(['A', 'C']);
+  });
+
+  if (dbKind === 'sqlite') {
+    it('units of work queued together commit together (SQLite: one COMMIT, not one each)', async () => {
+      const db = dbOf(t.core);
+      const runner = db.source.driver.createQueryRunner('master');
+      const query = runner.query.bind(runner);
+      let commits = 0;
+      runner.query = ((text: string, ...rest: unknown[]) => {
+        if (text === 'COMMIT') commits++;
+        return (query as (...args: unknown[]) => Promise<unknown>)(text, ...rest);
+      }) as typeof runner.query;
+      try {
+        await Promise.all(
+          Array.from({ length: 40 }, (_, i) => db.work((em) => em.insert(GroupEntity, group(`g${i}`)))),
+        );
+      } finally {
+        runner.query = query;
+      }
+      expect(await groupNames()).to.have.length(40);
+      // One group of 40 (the core's own background work may commit beside it); one each was 40.
+      expect(commits).to.be.within(1, 5);
+    });
+  }
+
   it('hands back sizes, ids and times as numbers and Dates', async () => {
     const big = 5 * 1024 ** 4; // 5 TB, SPEC's largest file, beyond 32 bits
     // Within events.retention_days: an older Action is the retention loop's to prune meanwhile.
