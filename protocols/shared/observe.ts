@@ -113,6 +113,14 @@ export function noteError(res: ServerResponse, type: string): void {
   errorTypes.set(res, type);
 }
 
+/** downloads holds the responses that send a file whole from a buffer (not a stream), for their transfer line. */
+const downloads = new WeakSet<ServerResponse>();
+
+/** noteDownload marks a response whose buffer body is a file's bytes (a download, like a stream body). */
+export function noteDownload(res: ServerResponse): void {
+  downloads.add(res);
+}
+
 /** requestId takes the client's X-Request-Id when it is a short token, or makes one. */
 function requestId(sent: string | undefined): string {
   return sent && /^[\w.:-]{1,64}$/.test(sent) ? sent : randomUUID();
@@ -178,7 +186,9 @@ export function httpAccess(
       );
       const upload = ctx.method === 'PUT' && bytesIn > 0;
       const download =
-        (ctx.method === 'GET' || ctx.method === 'POST') && ctx.body instanceof Readable && ctx.status < 300;
+        (ctx.method === 'GET' || ctx.method === 'POST') &&
+        (ctx.body instanceof Readable || downloads.has(res)) &&
+        ctx.status < 300;
       if (upload || download)
         transferred(core, log, iface, {
           direction: upload ? 'in' : 'out',

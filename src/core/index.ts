@@ -54,6 +54,7 @@ export { MAX_LOCK_SECONDS, type DavLock, type LockRequest } from './files/locks.
 export type { DeadProperty, PropertyChange } from './files/properties.ts';
 export type { SignedDownload } from './files/files.ts';
 export type { ByteRange } from './files/blobstore.ts';
+export { readBytes } from './files/blobstore.ts';
 export { resolveChroot, MAX_PATH } from './paths.ts';
 export { clientIp, ipInList } from './access/allowed-ips.ts';
 export type { Page, PageRequest } from './pagination.ts';

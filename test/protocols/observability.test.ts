@@ -8,7 +8,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { promisify } from 'node:util';
 import path from 'node:path';
@@ -303,6 +303,33 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
     const samples = await scrape();
     expect(valueOf(samples, 'svc_webhook_queue_depth')).to.equal(2);
     expect(valueOf(samples, 'svc_webhook_oldest_queued_seconds')).to.be.greaterThan(0);
+  });
+
+  it('counts WebDAV downloads by their bytes: streamed (a whole file) and sent from one buffer (a small range)', async () => {
+    const before = await scrape();
+    const from = gw.stderr.length;
+    const url = `https://127.0.0.1:${gw.ports.webdav}/m-dav.bin`;
+    const whole = path.join(work, 'whole.bin');
+    const part = path.join(work, 'part.bin');
+    const auth = ['-u', `${ADMIN}:${PASSWORD}`];
+    expect((await curl([...auth, '-o', whole, url])).code).to.equal(0);
+    expect((await curl([...auth, '-r', '0-999', '-o', part, url])).code).to.equal(0);
+    const sent = readFileSync(path.join(work, 'up.bin'));
+    expect(md5File(whole)).to.equal(md5File(path.join(work, 'up.bin')));
+    expect(readFileSync(part).equals(sent.subarray(0, 1000)), 'the range').to.equal(true);
+
+    const after = await scrape();
+    const delta = (name: string, labels: Record<string, string>) =>
+      valueOf(after, name, labels) - valueOf(before, name, labels);
+    expect(delta('svc_transfer_bytes_total', { interface: 'dav', direction: 'out' })).to.equal(SIZE + 1000);
+    expect(
+      delta('svc_transfer_duration_seconds_count', { interface: 'dav', direction: 'out', result: 'ok' }),
+    ).to.equal(2);
+    const transfers = lines(from).filter((l) => l.message === 'transfer' && l.interface === 'dav');
+    expect(transfers.map((t) => [t.direction, t.bytes, t.status])).to.have.deep.members([
+      ['out', SIZE, 'ok'],
+      ['out', 1000, 'ok'],
+    ]);
   });
 
   it('logs REST requests with their user and counts a REST download by its bytes', async () => {

@@ -6,6 +6,24 @@
  */
 import type { Readable } from 'node:stream';
 
+// The bytes of a small read a store made whole before it answered (readBytes).
+const readWhole = new WeakMap<Readable, Buffer>();
+
+/**
+ * withBytes marks `stream` as carrying exactly `bytes`, read whole already: a front end that can
+ * send a buffer sends them at once (WebDAV's GET of a small file answers without a stream pipeline
+ * of its own, issue 13); every other reader reads the stream as usual.
+ */
+export function withBytes(stream: Readable, bytes: Buffer): Readable {
+  readWhole.set(stream, bytes);
+  return stream;
+}
+
+/** readBytes is what withBytes marked `stream` as carrying, or null. */
+export function readBytes(stream: Readable): Buffer | null {
+  return readWhole.get(stream) ?? null;
+}
+
 /** BlobId is an immutable blob name: lowercase hex and dashes, at most 64 characters. */
 export type BlobId = string;
 

@@ -22,7 +22,14 @@ import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { pipeline } from 'node:stream/promises';
 import { classifyStorageError } from '../../errors.ts';
-import { BlobNotFound, isBlobId, type BlobId, type BlobStore, type ByteRange } from '../blobstore.ts';
+import {
+  BlobNotFound,
+  isBlobId,
+  withBytes,
+  type BlobId,
+  type BlobStore,
+  type ByteRange,
+} from '../blobstore.ts';
 import { Folders } from '../folders.ts';
 import { OWNER, sweepStale, type Abandoned } from '../staging.ts';
 
@@ -269,9 +276,8 @@ function readSmall(file: string, id: BlobId, start: number, length: number): Rea
       if (n === 0) break;
       got += n;
     }
-    return Readable.from(got === 0 ? [] : [got === length ? buf : buf.subarray(0, got)], {
-      objectMode: false,
-    });
+    const bytes = got === length ? buf : buf.subarray(0, got);
+    return withBytes(Readable.from(got === 0 ? [] : [bytes], { objectMode: false }), bytes);
   } finally {
     closeSync(fd);
   }
