@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type Koa from 'koa';
-import { GatewayError, type Core, type Interface, type Principal } from '../../src/core/index.ts';
+import { GatewayError, readBytes, type Core, type Interface, type Principal } from '../../src/core/index.ts';
 import type { Logger } from '../../src/log.ts';
 
 /** Direction is a transfer's way: `in` an upload, `out` a download. */
@@ -113,12 +113,26 @@ export function noteError(res: ServerResponse, type: string): void {
   errorTypes.set(res, type);
 }
 
-/** downloads holds the responses that send a file whole from a buffer (not a stream), for their transfer line. */
+/** downloads holds the responses that send a file from a buffer (sendFile), for their transfer line. */
 const downloads = new WeakSet<ServerResponse>();
 
-/** noteDownload marks a response whose buffer body is a file's bytes (a download, like a stream body). */
-export function noteDownload(res: ServerResponse): void {
-  downloads.add(res);
+/**
+ * sendFile makes a download's bytes the response body, for every HTTP front end: bytes the store
+ * read whole already (a small file, blobstore.ts withBytes) go out as one buffer, since a stream
+ * body costs Koa a pipeline and its AbortController per response (a tenth of a small GET, issue
+ * 13); anything else streams, and Koa destroys the stream when the response ends or the client
+ * goes away. Either way the access log writes its transfer line.
+ */
+export function sendFile(ctx: Koa.Context, stream: Readable): void {
+  const bytes = readBytes(stream);
+  if (!bytes) {
+    ctx.body = stream;
+    return;
+  }
+  // Closing it releases what it holds (a lease), as the end of a streamed body would.
+  stream.destroy();
+  ctx.body = bytes;
+  downloads.add(ctx.res);
 }
 
 /** requestId takes the client's X-Request-Id when it is a short token, or makes one. */

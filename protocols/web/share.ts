@@ -20,6 +20,7 @@ import contentDisposition from 'content-disposition';
 import { Readable } from 'node:stream';
 import type Koa from 'koa';
 import { GatewayError, GRANT_TTL_S, type BundleVisit, type Core } from '../../src/core/index.ts';
+import { sendFile } from '../shared/observe.ts';
 import { PREVIEW_TEXT_BYTES, previewType } from '../shared/preview.ts';
 import { decodePath, pageParams } from '../shared/url-params.ts';
 import { streamZip } from '../shared/zip.ts';
@@ -173,7 +174,7 @@ export function sharePages(core: Core, helpers: ShareHelpers) {
       ctx.set('X-Content-Type-Options', 'nosniff');
       ctx.set('Cache-Control', 'no-store');
       if (d.entry.size !== null) ctx.length = d.entry.size;
-      ctx.body = d.stream;
+      sendFile(ctx, d.stream);
       return true;
     }
     if (method !== 'PUT' && method !== 'POST') allow('GET, PUT');

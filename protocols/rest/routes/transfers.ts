@@ -6,6 +6,7 @@
 import contentDisposition from 'content-disposition';
 import parseRange from 'range-parser';
 import { GatewayError, type Core } from '../../../src/core/index.ts';
+import { sendFile } from '../../shared/observe.ts';
 import { previewType } from '../../shared/preview.ts';
 import type { RestContext, RestRouter } from '../http.ts';
 
@@ -58,7 +59,7 @@ export function transferRoutes(router: RestRouter, core: Core): void {
     const abort = new AbortController();
     ctx.req.once('close', () => abort.abort());
     const opened = await core.files.openSigned(token, range, abort.signal);
-    ctx.body = opened.stream;
+    sendFile(ctx, opened.stream);
   };
   router.get('/download/:token', download);
   router.head('/download/:token', download);

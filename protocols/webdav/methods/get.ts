@@ -5,8 +5,8 @@
  * RFC 9110 §14.2). A folder answers with its listing as a page (folder-index.ts).
  */
 import parseRange from 'range-parser';
-import { GatewayError, readBytes, type ByteRange, type Core, type Entry } from '../../../src/core/index.ts';
-import { noteDownload } from '../../shared/observe.ts';
+import { GatewayError, type ByteRange, type Core, type Entry } from '../../../src/core/index.ts';
+import { sendFile } from '../../shared/observe.ts';
 import { DavCondition } from '../errors.ts';
 import { etagOf, httpDate, type DavContext, type Method } from '../http.ts';
 import { contentTypeOf } from '../props.ts';
@@ -105,15 +105,7 @@ export const get: Method = async (ctx, _core: Core) => {
   ctx.set('Last-Modified', httpDate(entry.mtime));
   ctx.set('Accept-Ranges', 'bytes');
   ctx.type = contentTypeOf(entry.path);
-  // A small file the store read whole goes out as one buffer: a stream body costs Koa a pipeline
-  // (and its AbortController) per response, a tenth of a small GET (issue 13). Otherwise Koa
-  // destroys the stream when the response ends or the client goes away (and at once for HEAD).
-  const bytes = readBytes(stream);
-  if (bytes) {
-    stream.destroy();
-    ctx.body = bytes;
-    if (!head) noteDownload(ctx.res);
-  } else ctx.body = stream;
+  sendFile(ctx, stream);
   if (range) {
     const end = range.end ?? size - 1;
     ctx.status = 206;
