@@ -273,7 +273,8 @@ export class DataChannel {
       clearTimeout(grace);
       this.closing.delete(socket);
     });
-    socket.end();
+    // A download's pipeline has ended it already (a second end() builds an error to throw away).
+    if (!socket.writableEnded) socket.end();
     socket.resume();
   }
 

@@ -5,7 +5,13 @@
  * releases everything when the session ends (mscdex/ssh2#709: nobody else will).
  */
 import type { Readable } from 'node:stream';
-import { GatewayError, type Entry, type FileSession, type StagedWrite } from '../../src/core/index.ts';
+import {
+  GatewayError,
+  readBytes,
+  type Entry,
+  type FileSession,
+  type StagedWrite,
+} from '../../src/core/index.ts';
 
 /** ReadHandle is a file opened for reading: one stream, positioned where the last READ stopped. */
 export interface ReadHandle {
@@ -61,10 +67,14 @@ export type Handle = (ReadHandle | WriteHandle | DirHandle) & {
   orderPaths: string[];
 };
 
-/** StreamCursor reads a byte stream in pieces of a requested size, remembering its position. */
+/**
+ * StreamCursor reads a byte stream in pieces of a requested size, remembering its position. A
+ * stream the store read whole already (a small file, readBytes) is taken as that one buffer: no
+ * iterator, no turn of the event loop per READ.
+ */
 export class StreamCursor {
   private left: Buffer | null = null;
-  private readonly it: AsyncIterator<Buffer>;
+  private it: AsyncIterator<Buffer> | null = null;
   private ended = false;
 
   constructor(
@@ -72,7 +82,11 @@ export class StreamCursor {
     /** the file offset of the next byte the stream yields */
     public pos: number,
   ) {
-    this.it = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+    const whole = readBytes(stream);
+    if (whole) {
+      this.left = whole.length > 0 ? whole : null;
+      this.ended = true;
+    }
   }
 
   /**
@@ -82,8 +96,9 @@ export class StreamCursor {
   async take(n: number): Promise<Buffer[]> {
     const out: Buffer[] = [];
     let got = 0;
-    while (got < n && !this.ended) {
+    while (got < n && (this.left || !this.ended)) {
       if (!this.left) {
+        this.it ??= this.stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
         const r = await this.it.next();
         if (r.done) {
           this.ended = true;

@@ -332,6 +332,51 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
     ]);
   });
 
+  it('counts small FTP and SFTP downloads (read whole by the store) by their bytes, whole and after an offset', async () => {
+    // 5,000 bytes: under the 64 KiB the local store reads whole, so each download is sent from
+    // one buffer, also the rest of the file after FTP's REST (curl -r 1000-) or an SFTP READ's offset.
+    const small = randomBytes(5000);
+    const local = path.join(work, 'small.bin');
+    writeFileSync(local, small);
+    const auth = `${ADMIN}:${PASSWORD}`;
+    const ftpUrl = `ftp://127.0.0.1:${gw.ports.ftp}/small.bin`;
+    expect((await curl(['-u', auth, '-T', local, ftpUrl])).code).to.equal(0);
+    const before = await scrape();
+    const from = gw.stderr.length;
+    const whole = path.join(work, 'small-whole.bin');
+    const rest = path.join(work, 'small-rest.bin');
+    const viaSftp = path.join(work, 'small-sftp.bin');
+    expect((await curl(['-u', auth, '-o', whole, ftpUrl])).code).to.equal(0);
+    expect((await curl(['-u', auth, '-r', '1000-', '-o', rest, ftpUrl])).code).to.equal(0);
+    const get = await sftpBatch(gw.ports.sftp!, ADMIN, { password: PASSWORD }, [`get small.bin ${viaSftp}`]);
+    expect(get.code, get.stderr).to.equal(0);
+    expect(readFileSync(whole).equals(small), 'the FTP download').to.equal(true);
+    expect(readFileSync(rest).equals(small.subarray(1000)), 'the FTP download after REST 1000').to.equal(
+      true,
+    );
+    expect(readFileSync(viaSftp).equals(small), 'the SFTP download').to.equal(true);
+
+    // The SFTP transfer is reported as its handle closes, which the client does not wait for.
+    let after: Sample[] = [];
+    await until('the sftp download counted', async () => {
+      after = await scrape();
+      return (
+        valueOf(after, 'svc_transfer_bytes_total', { interface: 'sftp', direction: 'out' }) >
+        valueOf(before, 'svc_transfer_bytes_total', { interface: 'sftp', direction: 'out' })
+      );
+    });
+    const delta = (name: string, labels: Record<string, string>) =>
+      valueOf(after, name, labels) - valueOf(before, name, labels);
+    expect(delta('svc_transfer_bytes_total', { interface: 'ftp', direction: 'out' })).to.equal(5000 + 4000);
+    expect(delta('svc_transfer_bytes_total', { interface: 'sftp', direction: 'out' })).to.equal(5000);
+    const transfers = lines(from).filter((l) => l.message === 'transfer' && l.direction === 'out');
+    expect(transfers.map((t) => [t.interface, t.path, t.bytes, t.status])).to.have.deep.members([
+      ['ftp', '/small.bin', 5000, 'ok'],
+      ['ftp', '/small.bin', 4000, 'ok'],
+      ['sftp', '/small.bin', 5000, 'ok'],
+    ]);
+  });
+
   it('logs REST requests with their user and counts a REST download by its bytes', async () => {
     const before = await scrape();
     const from = gw.stderr.length;

@@ -5,8 +5,8 @@
  * core write that commits only when its data connection ended normally (DESIGN.md "Uploads").
  */
 import { Readable, Transform } from 'node:stream';
-import { GatewayError } from '../../../src/core/index.ts';
-import { pipeline } from 'node:stream/promises';
+import { GatewayError, readBytes } from '../../../src/core/index.ts';
+import { finished, pipeline } from 'node:stream/promises';
 import net from 'node:net';
 import type { Command, FtpConnection, Transfer } from '../connection.ts';
 import { plainAddress } from '../data.ts';
@@ -71,7 +71,16 @@ function retr(): Command {
           const size = (download.entry.size ?? 0) - start;
           c.reply(150, `Opening BINARY mode data connection for /${path} (${size} bytes)`);
           const socket = await c.data.open(c.tls && c.protectData, t.controller.signal);
-          await pipeline(download.stream, counter(t), socket, { signal: t.controller.signal });
+          const whole = readBytes(download.stream);
+          if (whole) {
+            // A small file the store read whole: one write and the end, no pipeline of streams.
+            socket.end(whole);
+            await finished(socket, { readable: false, signal: t.controller.signal }).catch((err: unknown) => {
+              socket.destroy();
+              throw err;
+            });
+            t.bytes += whole.length;
+          } else await pipeline(download.stream, counter(t), socket, { signal: t.controller.signal });
           c.reply(226, 'Transfer complete');
         } finally {
           download.stream.destroy();

@@ -463,9 +463,7 @@ export class FileSession {
         throw new GatewayError('bad-request/cannot-download-directory', 'A folder cannot be downloaded');
       const size = row.size ?? 0;
       checkRange(opts.range, size);
-      // The whole file is the range up to its known size: the store reads no further (no read
-      // that only finds the end) and sizes its buffer to the file (a 4 KiB file, one 4 KiB read).
-      const range = opts.range ?? (size > 0 ? { start: 0, end: size - 1 } : undefined);
+      const range = knownRange(opts.range, size);
       const stream = await this.blobs.openHeld(row.blob_id!, {
         ...(range ? { range } : {}),
         ...(opts.signal ? { signal: opts.signal } : {}),
@@ -567,6 +565,17 @@ export class FileSession {
 }
 
 /** checkRange refuses a range outside a file of `size` bytes. */
+/**
+ * knownRange is what a download reads of a file of `size` bytes: the range asked for, or the whole
+ * file, always ending at a known byte. The store then reads no further (no read that only finds the
+ * end) and sizes its buffer to the file: a 4 KiB file, or the rest of it after an SFTP READ's or FTP
+ * REST's offset, is one read, handed over whole (blobstore.ts withBytes).
+ */
+function knownRange(range: ByteRange | undefined, size: number): ByteRange | undefined {
+  if (range) return range.end === undefined ? { start: range.start, end: size - 1 } : range;
+  return size > 0 ? { start: 0, end: size - 1 } : undefined;
+}
+
 function checkRange(range: ByteRange | undefined, size: number): void {
   if (
     range &&
