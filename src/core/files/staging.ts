@@ -6,11 +6,12 @@
  * upload leaves the old content. Adapters see only writeAt/truncate/commit/abort.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createReadStream, writevSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import { closeSync, createReadStream, fsync, ftruncate, openSync, read, writev, writevSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import { promisify } from 'node:util';
 import { classifyStorageError, GatewayError, isStorageFull } from '../errors.ts';
 import { Checksum, type Digest } from './checksum.ts';
 import { Folders } from './folders.ts';
@@ -181,6 +182,77 @@ function unwritten(pieces: readonly Uint8Array[], skip: number): Uint8Array[] {
   return out;
 }
 
+const writevAt = promisify(writev);
+const readAt = promisify(read);
+const truncateFd = promisify(ftruncate);
+const syncFd = promisify(fsync);
+
+/**
+ * StagingFile is a staging file's descriptor. It is opened and closed on the event loop, as a small
+ * file's writes are made (writeAt): OpenSSH's `put -r` waits for each file's OPEN and CLOSE, and
+ * two trips through the thread pool per file cost more than the calls themselves on a local disk.
+ * Larger writes, reads, truncation and sync go through the pool. As a FileHandle does, close waits
+ * for the calls in the pool (a session cut mid-transfer has WRITEs in flight), and the descriptor
+ * is closed once: a number closed early could be reused by another file, which they would write.
+ */
+class StagingFile {
+  private inFlight = 0;
+  private readonly idle: (() => void)[] = [];
+  private closing = false;
+  private closed = false;
+
+  private constructor(private readonly fd: number) {}
+
+  /** create makes (or empties) `file` and opens it for reading and writing. */
+  static create(file: string): StagingFile {
+    return new StagingFile(openSync(file, 'w+', 0o600));
+  }
+
+  writevSync(pieces: Uint8Array[], position: number): number {
+    this.usable();
+    return writevSync(this.fd, pieces, position);
+  }
+
+  async writev(pieces: Uint8Array[], position: number): Promise<number> {
+    return (await this.pooled(() => writevAt(this.fd, pieces, position))).bytesWritten;
+  }
+
+  async read(buf: Buffer, offset: number, length: number, position: number): Promise<number> {
+    return (await this.pooled(() => readAt(this.fd, buf, offset, length, position))).bytesRead;
+  }
+
+  truncate(size: number): Promise<void> {
+    return this.pooled(() => truncateFd(this.fd, size));
+  }
+
+  sync(): Promise<void> {
+    return this.pooled(() => syncFd(this.fd));
+  }
+
+  /** close closes the descriptor once the calls in the pool are done; it rejects with close(2)'s error. */
+  async close(): Promise<void> {
+    this.closing = true;
+    while (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    if (this.closed) return;
+    this.closed = true;
+    closeSync(this.fd);
+  }
+
+  private async pooled<T>(call: () => Promise<T>): Promise<T> {
+    this.usable();
+    this.inFlight++;
+    try {
+      return await call();
+    } finally {
+      if (--this.inFlight === 0) for (const resolve of this.idle.splice(0)) resolve();
+    }
+  }
+
+  private usable(): void {
+    if (this.closing) throw new Error('the staging file is closed');
+  }
+}
+
 /** stagingFolders are the staging folders this process has made (StagedWrite.open). */
 const stagingFolders = new Folders();
 
@@ -209,7 +281,7 @@ export class StagedWrite {
   private constructor(
     private readonly handle: WriteHandle,
     private readonly file: string,
-    private readonly fh: FileHandle,
+    private readonly fh: StagingFile,
     /** the current size of the staged content */
     public size: number,
   ) {}
@@ -226,18 +298,16 @@ export class StagedWrite {
     truncate: boolean,
   ): Promise<StagedWrite> {
     const file = path.join(dir, `${OWNER}.${randomUUID()}.part`);
-    let fh: FileHandle;
+    let fh: StagingFile;
     try {
       // OpenSSH's `put -r` waits for every file's OPEN: the folder is made once per process.
-      fh = await stagingFolders.within(dir, () => open(file, 'w+', 0o600));
+      fh = await stagingFolders.within(dir, () => StagingFile.create(file));
     } catch (err) {
       current?.destroy();
       throw handle.noteFull(classifyStorageError(err));
     }
     const staged = new StagedWrite(handle, file, fh, 0);
     try {
-      // Chunk by chunk rather than through fh.createWriteStream: a stream on a FileHandle
-      // keeps a reference that makes fh.close() wait forever unless the stream closes it.
       if (current)
         for await (const chunk of current as AsyncIterable<Buffer>) await staged.writeAt(staged.size, chunk);
     } catch (err) {
@@ -278,8 +348,8 @@ export class StagedWrite {
       // do (blobstores/local.ts): a sequential client (OpenSSH `put -r`) waits for each reply, and
       // a trip through the thread pool costs more than the write. Past SMALL_STAGED, the pool.
       if (offset + length <= SMALL_STAGED)
-        while (at < length) at += writevSync(this.fh.fd, unwritten(pieces, at), offset + at);
-      while (at < length) at += (await this.fh.writev(unwritten(pieces, at), offset + at)).bytesWritten;
+        while (at < length) at += this.fh.writevSync(unwritten(pieces, at), offset + at);
+      while (at < length) at += await this.fh.writev(unwritten(pieces, at), offset + at);
     } catch (err) {
       throw this.classify(err);
     }
@@ -332,7 +402,7 @@ export class StagedWrite {
     const buf = Buffer.allocUnsafe(n);
     let got = 0;
     while (got < n) {
-      const { bytesRead } = await this.fh.read(buf, got, n - got, offset + got);
+      const bytesRead = await this.fh.read(buf, got, n - got, offset + got);
       if (bytesRead === 0) break;
       got += bytesRead;
     }
