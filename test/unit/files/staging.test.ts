@@ -73,6 +73,23 @@ describe(`staged writes (${dbKind})`, () => {
     expect(md5((await download('scrambled.bin')).bytes)).to.equal(md5(expected));
   });
 
+  it('an upload given up while a large write is in the thread pool closes its file after that write', async () => {
+    // 1 MiB at once goes through the thread pool (only the first 64 KiB are written on the event
+    // loop); abort closes the descriptor, which must wait for the write: a descriptor closed under
+    // it fails the write (EBADF), or, its number reused meanwhile, writes into another file.
+    const staged = await session().stage('given-up.bin', { truncate: true });
+    const write = staged.writeAt(0, Buffer.alloc(1024 * 1024, 7));
+    const abort = staged.abort();
+    const [written, aborted] = await Promise.allSettled([write, abort]);
+    expect(written.status, String((written as PromiseRejectedResult).reason)).to.equal('fulfilled');
+    expect(aborted.status).to.equal('fulfilled');
+    expect(stagingFiles()).to.deep.equal([]);
+    const late = await staged.writeAt(0, Buffer.from('late')).catch((err: unknown) => err);
+    expect(late).to.have.property('type', 'processing-failure/file-not-uploaded');
+    const rows = await session().list('', { sort: 'path', direction: 'asc', offset: 0, limit: 1000 });
+    expect(rows.map((e) => e.path)).to.not.include('given-up.bin');
+  });
+
   it('a truncate below the written size falls back to hashing the staged file', async () => {
     const staged = await session().stage('cut.bin', { truncate: true });
     await staged.writeAt(0, Buffer.from('hello world'));
