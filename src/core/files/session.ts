@@ -564,7 +564,6 @@ export class FileSession {
   }
 }
 
-/** checkRange refuses a range outside a file of `size` bytes. */
 /**
  * knownRange is what a download reads of a file of `size` bytes: the range asked for, or the whole
  * file, always ending at a known byte. The store then reads no further (no read that only finds the
@@ -576,6 +575,7 @@ function knownRange(range: ByteRange | undefined, size: number): ByteRange | und
   return size > 0 ? { start: 0, end: size - 1 } : undefined;
 }
 
+/** checkRange refuses a range outside a file of `size` bytes. */
 function checkRange(range: ByteRange | undefined, size: number): void {
   if (
     range &&
