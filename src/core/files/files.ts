@@ -13,7 +13,8 @@ import { Blobs } from './blobs.ts';
 import type { Entry } from './namespace.ts';
 import { FileSession, stagingDir } from './session.ts';
 import { DOWNLOAD_TTL_S, Signer } from './signed.ts';
-import { abandonedBy, STALE_STAGING_MS, sweepStaging, TempOwners } from './staging.ts';
+import type { SpareFiles } from './spares.ts';
+import { abandonedBy, STALE_STAGING_MS, stagingSpares, sweepStaging, TempOwners } from './staging.ts';
 import path from 'node:path';
 import { Uploads } from './uploads.ts';
 import { expirePending, listPending, type PendingListing } from './pending.ts';
@@ -67,6 +68,8 @@ export class Files implements FileApi {
   private partialsSweptAt = 0;
   /** the writers of temporary files in this data dir, alive or dead */
   private readonly owners: TempOwners;
+  /** the staging folder's files made ahead for SFTP's staged writes */
+  private readonly staging: SpareFiles;
 
   constructor(
     private readonly ctx: CoreContext,
@@ -76,6 +79,7 @@ export class Files implements FileApi {
     this.uploads = new Uploads(ctx, store, this.blobs);
     this.downloads = new Signer(ctx.secret, 'download');
     this.owners = new TempOwners(path.join(ctx.config.data_dir, 'owners'));
+    this.staging = stagingSpares(stagingDir(ctx.config.data_dir));
   }
 
   /**
@@ -85,7 +89,7 @@ export class Files implements FileApi {
   session(p: Principal): FileSession {
     const rooted = p.interface === 'ftp' || p.interface === 'sftp' || p.interface === 'dav';
     const root = rooted && p.user ? p.user.user_root.replace(/\/$/, '') : '';
-    return new FileSession(this.ctx, this.store, this.blobs, p, root);
+    return new FileSession(this.ctx, this.store, this.blobs, this.staging, p, root);
   }
 
   /** downloadUrl checks read permission, records the `read` Action and signs a URL valid 3 minutes. */
@@ -213,6 +217,7 @@ export class Files implements FileApi {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.blobs.stop();
+    await this.staging.close();
     await this.owners.stop();
     await this.store.close();
   }

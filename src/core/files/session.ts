@@ -42,6 +42,7 @@ import {
   type PendingVersionRow,
 } from './pending.ts';
 import { copyDav, forgetDav, moveDav } from './properties.ts';
+import type { SpareFiles } from './spares.ts';
 import { StagedWrite } from './staging.ts';
 import { changeTree } from './tree.ts';
 import { WriteHandle, type SendOptions, type WriteScope } from './write.ts';
@@ -76,6 +77,8 @@ export class FileSession {
     private readonly store: BlobStore,
     /** leases and garbage: a read holds its blob, a new blob is pending until its commit */
     readonly blobs: Blobs,
+    /** the staging folder's files made ahead, which staged writes take */
+    private readonly staging: SpareFiles,
     readonly principal: Principal,
     /** the site folder this session sees as `/` ('' for the site root) */
     readonly root: string,
@@ -88,7 +91,15 @@ export class FileSession {
    * may touch what those locks (held by this principal) cover.
    */
   withLockTokens(tokens: Iterable<string>): FileSession {
-    return new FileSession(this.ctx, this.store, this.blobs, this.principal, this.root, new Set(tokens));
+    return new FileSession(
+      this.ctx,
+      this.store,
+      this.blobs,
+      this.staging,
+      this.principal,
+      this.root,
+      new Set(tokens),
+    );
   }
 
   /** scope is what a write handle needs of this session. */
@@ -533,7 +544,7 @@ export class FileSession {
           : (handle.existing?.size ?? 0) > 0
             ? (await this.openRead(path, { record: false, ...signal })).stream
             : null;
-      return await StagedWrite.open(handle, stagingDir(this.ctx.config.data_dir), current, opts.truncate);
+      return await StagedWrite.open(handle, this.staging, current, opts.truncate);
     } catch (err) {
       await handle.abort();
       throw err;

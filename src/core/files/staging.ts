@@ -6,7 +6,7 @@
  * upload leaves the old content. Adapters see only writeAt/truncate/commit/abort.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { closeSync, createReadStream, fsync, ftruncate, openSync, read, writev, writevSync } from 'node:fs';
+import { closeSync, createReadStream, fsync, ftruncate, read, writev, writevSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import { classifyStorageError, GatewayError, isStorageFull } from '../errors.ts';
 import { Checksum, type Digest } from './checksum.ts';
 import { Folders } from './folders.ts';
+import { SpareFiles } from './spares.ts';
 import type { Entry } from './namespace.ts';
 import type { WriteHandle } from './write.ts';
 
@@ -130,6 +131,14 @@ export function abandonedBy(owners: TempOwners, olderThanMs: number, seen: Set<s
   };
 }
 
+/**
+ * stagingSpares makes the staged writes' files in `dir` ahead of need (spares.ts), named as a
+ * staged file is: with this process's OWNER, which the crash sweep reads.
+ */
+export function stagingSpares(dir: string): SpareFiles {
+  return new SpareFiles(dir, () => `${OWNER}.${randomUUID()}.part`);
+}
+
 /** sweepStaging deletes the temporary files in `dir` that `abandoned` judges left by a crash. */
 export function sweepStaging(dir: string, abandoned: Abandoned): Promise<number> {
   return sweepStale(dir, '.part', (name) => /^(p\d+-[0-9a-f]{8})\./.exec(name)?.[1] ?? null, abandoned);
@@ -188,12 +197,13 @@ const truncateFd = promisify(ftruncate);
 const syncFd = promisify(fsync);
 
 /**
- * StagingFile is a staging file's descriptor. It is opened and closed on the event loop, as a small
- * file's writes are made (writeAt): OpenSSH's `put -r` waits for each file's OPEN and CLOSE, and
- * two trips through the thread pool per file cost more than the calls themselves on a local disk.
- * Larger writes, reads, truncation and sync go through the pool. As a FileHandle does, close waits
- * for the calls in the pool (a session cut mid-transfer has WRITEs in flight), and the descriptor
- * is closed once: a number closed early could be reused by another file, which they would write.
+ * StagingFile is a staging file's descriptor. The file is made ahead (spares.ts) and closed on the
+ * event loop, as a small file's writes are made (writeAt): OpenSSH's `put -r` waits for each
+ * file's OPEN and CLOSE, and a trip through the thread pool costs more than a close or a small
+ * write on a local disk. Larger writes, reads, truncation and sync go through the pool. As a
+ * FileHandle does, close waits for the calls in the pool (a session cut mid-transfer has WRITEs in
+ * flight), and the descriptor is closed once: a number closed early could be reused by another
+ * file, which they would write.
  */
 class StagingFile {
   private inFlight = 0;
@@ -203,9 +213,9 @@ class StagingFile {
 
   private constructor(private readonly fd: number) {}
 
-  /** create makes (or empties) `file` and opens it for reading and writing. */
-  static create(file: string): StagingFile {
-    return new StagingFile(openSync(file, 'w+', 0o600));
+  /** of takes over `fd`, an open file's descriptor (a spare: spares.ts). */
+  static of(fd: number): StagingFile {
+    return new StagingFile(fd);
   }
 
   writevSync(pieces: Uint8Array[], position: number): number {
@@ -287,21 +297,24 @@ export class StagedWrite {
   ) {}
 
   /**
-   * open starts a staged write in `dir` for an open write handle: empty, or holding `current` (the
-   * file's content, when the client opened it without truncating) so writes can patch it
-   * (OpenSSH `reput`, WRITE without TRUNC).
+   * open starts a staged write in a file of `spares` (the staging folder) for an open write
+   * handle: empty, or holding `current` (the file's content, when the client opened it without
+   * truncating) so writes can patch it (OpenSSH `reput`, WRITE without TRUNC).
    */
   static async open(
     handle: WriteHandle,
-    dir: string,
+    spares: SpareFiles,
     current: Readable | null,
     truncate: boolean,
   ): Promise<StagedWrite> {
-    const file = path.join(dir, `${OWNER}.${randomUUID()}.part`);
+    let file: string;
+    let fd: number;
     let fh: StagingFile;
     try {
-      // OpenSSH's `put -r` waits for every file's OPEN: the folder is made once per process.
-      fh = await stagingFolders.within(dir, () => StagingFile.create(file));
+      // OpenSSH's `put -r` waits for every file's OPEN: the folder is made once per process, and
+      // the file was made ahead.
+      ({ file, fd } = await stagingFolders.within(spares.dir, () => spares.create()));
+      fh = StagingFile.of(fd);
     } catch (err) {
       current?.destroy();
       throw handle.noteFull(classifyStorageError(err));

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { operatorPrincipal } from '../../../src/core/index.ts';
@@ -15,13 +16,17 @@ describe(`staged writes (${dbKind})`, () => {
   after(async () => t.close());
 
   const session = () => t.core.files.session(operatorPrincipal());
-  const stagingFiles = () => {
+  const allStagingFiles = () => {
     try {
       return readdirSync(path.join(t.config.data_dir, 'staging'));
     } catch {
       return [];
     }
   };
+  // The staging folder also holds up to two empty files made ahead for the next uploads
+  // (spares.ts): an upload's own file has bytes.
+  const stagingFiles = () =>
+    allStagingFiles().filter((f) => statSync(path.join(t.config.data_dir, 'staging', f)).size > 0);
   const download = async (p: string) => {
     const d = await session().openRead(p, { record: false });
     const chunks: Buffer[] = [];
@@ -57,6 +62,46 @@ describe(`staged writes (${dbKind})`, () => {
     expect(entry.md5).to.equal(md5(data));
     expect((await download('folders-2.bin')).bytes.toString()).to.equal('second upload');
     expect(stagingFiles()).to.deep.equal([]);
+  });
+
+  it('takes the files made ahead, keeps at most two, and removes them when the core stops', async () => {
+    // A data dir of the test's own, so it can be looked at after the core stopped.
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-spares-'));
+    const staging = path.join(dataDir, 'staging');
+    const files = () => readdirSync(staging).sort();
+    const made = async (n: number) => {
+      for (let i = 0; i < 100 && files().length < n; i++) await new Promise((r) => setTimeout(r, 20));
+      return files();
+    };
+    const own = await openTestCore({ data_dir: dataDir });
+    try {
+      const ownSession = () => own.core.files.session(operatorPrincipal());
+      const first = await ownSession().stage('ahead-1.bin', { truncate: true });
+      await first.writeAt(0, Buffer.from('first'));
+      await first.commit();
+      // The first upload made its file on the spot; the next two are made in the thread pool.
+      const ahead = await made(2);
+      expect(ahead).to.have.length(2);
+      for (const f of ahead) expect(statSync(path.join(staging, f)).size).to.equal(0);
+      const second = await ownSession().stage('ahead-2.bin', { truncate: true });
+      await second.writeAt(0, Buffer.from('second'));
+      const written = ahead.filter((f) => statSync(path.join(staging, f)).size > 0);
+      expect(written, 'made-ahead files the second upload writes').to.have.length(1);
+      // Opened for reading too: SQLite on an sshfs mount reads back what it wrote before the close.
+      expect((await second.readAt(0, 6)).toString()).to.equal('second');
+      const entry = await second.commit();
+      expect(entry.md5).to.equal(md5(Buffer.from('second')));
+      const read = await ownSession().openRead('ahead-2.bin', { record: false });
+      expect(Buffer.concat((await read.stream.toArray()) as Buffer[]).toString()).to.equal('second');
+      expect(await made(2)).to.have.length(2);
+    } finally {
+      await own.close();
+    }
+    try {
+      expect(files(), 'the staging folder after the core stopped').to.deep.equal([]);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('out-of-order and overlapping writes still commit the right bytes and hashes', async () => {
