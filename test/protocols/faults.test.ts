@@ -8,7 +8,7 @@
  * nothing behind and log a line per failed transfer or a few per outage, not one per request.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import tls from 'node:tls';
 import path from 'node:path';
@@ -237,10 +237,18 @@ function fullDiskSuite(store: 'local' | 's3'): void {
       // s3rver half wrote under the upload's own blob id) is not left behind; the retried end below
       // completes it.
       const kept = (f: string) => uploadsKept > 0 && /\._S3rver_uploads\/|\/blobs\//.test(f);
-      const leftovers = filesUnder(mountDir).filter(
+      // The staging folder holds a few empty files made ahead for the next uploads (spares.ts): at
+      // most two per pool, the staged writes' and the local store's.
+      const madeAhead = (f: string) =>
+        f.startsWith('staging/') && statSync(path.join(mountDir, f), { throwIfNoEntry: false })?.size === 0;
+      const added = filesUnder(mountDir).filter(
         (f) => !filesBefore.includes(f) && !isDatabaseFile(f) && !kept(f),
       );
-      expect(leftovers, 'files left behind').to.deep.equal([]);
+      expect(
+        added.filter((f) => !madeAhead(f)),
+        'files left behind',
+      ).to.deep.equal([]);
+      expect(added.filter(madeAhead), 'empty files made ahead in staging/').to.have.length.of.at.most(4);
       if (s3)
         expect((await s3.uploadsInProgress()) - uploadsBefore, 'multipart uploads left open').to.equal(
           uploadsKept,
