@@ -6,7 +6,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { generate } from 'selfsigned';
 import { ConfigError, type Config } from './config.ts';
 import type { TlsMaterial } from './core/index.ts';
 import type { Logger } from './log.ts';
@@ -30,6 +29,8 @@ export async function loadTls(config: Config, log: Logger): Promise<TlsMaterial>
   if (existsSync(certFile) && existsSync(keyFile))
     return { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') };
   const host = os.hostname();
+  // Loaded only to make the certificate, once per data dir: node-forge inside is 3 MiB of heap.
+  const { generate } = await import('selfsigned');
   const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
     keyType: 'ec',
     curve: 'P-256',

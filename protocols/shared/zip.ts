@@ -6,7 +6,7 @@
  * and it keeps a 2-core machine's CPU for the other transfers.
  */
 import type { Readable } from 'node:stream';
-import ZipStream from 'zip-stream';
+import type ZipStream from 'zip-stream';
 import type { Entry } from '../../src/core/index.ts';
 
 const PAGE = 1000;
@@ -32,11 +32,13 @@ async function* walk(source: ZipSource, folder: string): AsyncGenerator<Entry> {
  * sent cuts the archive off, which is how the client learns of it then. Aborting `signal` (the
  * client went away) stops the walk.
  */
-export function streamZip(
+export async function streamZip(
   source: ZipSource,
   opts: { folder: string; top: Entry[] | null; prefix: string; signal: AbortSignal },
-): ZipStream {
-  const zip = new ZipStream({ store: true });
+): Promise<ZipStream> {
+  // Loaded with the first zip, not at start (2 MiB of heap with its archiver modules).
+  const { default: ZipStreamClass } = await import('zip-stream');
+  const zip = new ZipStreamClass({ store: true });
   const add = (entry: Entry) =>
     new Promise<void>((resolve, reject) => {
       const name = entry.path.slice(opts.prefix.length);

@@ -160,7 +160,7 @@ export function sharePages(core: Core, helpers: ShareHelpers) {
       ctx.type = 'application/zip';
       ctx.set('Content-Disposition', contentDisposition(`${v.name}.zip`));
       ctx.set('Cache-Control', 'no-store');
-      ctx.body = streamZip(source, { folder: '', top, prefix: '', signal });
+      ctx.body = await streamZip(source, { folder: '', top, prefix: '', signal });
       return true;
     }
     // files

@@ -40,7 +40,12 @@ export function zipRoutes(router: RestRouter, core: Core): void {
       openRead: async (path: string, signal: AbortSignal) =>
         (await session.openRead(path, { signal })).stream,
     };
-    const zip = streamZip(source, { folder, top, prefix: folder ? `${folder}/` : '', signal: abort.signal });
+    const zip = await streamZip(source, {
+      folder,
+      top,
+      prefix: folder ? `${folder}/` : '',
+      signal: abort.signal,
+    });
     ctx.status = 200;
     ctx.type = 'application/zip';
     ctx.set('Content-Disposition', contentDisposition(`${folder ? nameOf(folder) : 'files'}.zip`));

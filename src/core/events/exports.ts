@@ -10,7 +10,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import Papa from 'papaparse';
 import { type EntityManager, type SelectQueryBuilder } from 'typeorm';
 import { z } from 'zod';
 import {
@@ -350,6 +349,8 @@ export class Exports {
     exportId: number,
     counted: (n: number) => void,
   ): AsyncGenerator<string> {
+    // Loaded with the first export, not at start.
+    const { default: Papa } = await import('papaparse');
     let after = 0;
     let renewed = Date.now();
     let header = true;

@@ -15,7 +15,6 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import nodemailer from 'nodemailer';
 import { In, type EntityManager } from 'typeorm';
 import { MailChangeEntity, UserEntity, type MailChangeRow, type UserRow } from '../../db/entities.ts';
 import { marks, sql } from '../../db/sql.ts';
@@ -259,6 +258,8 @@ export class Mailer {
       subject: `${rows.length} file${rows.length === 1 ? '' : 's'} changed in your watched folders`,
       text: `Hello ${user.name || user.username},\n\nThese files were created or updated:\n\n${lines.join('\n')}\n`,
     };
+    // Loaded on the first message, not at start: most sites send none, and it is 3 MiB of heap.
+    const { default: nodemailer } = await import('nodemailer');
     const url = this.ctx.config.smtp.url;
     if (url !== '') {
       const t = this.timeouts;
