@@ -237,10 +237,11 @@ function fullDiskSuite(store: 'local' | 's3'): void {
       // s3rver half wrote under the upload's own blob id) is not left behind; the retried end below
       // completes it.
       const kept = (f: string) => uploadsKept > 0 && /\._S3rver_uploads\/|\/blobs\//.test(f);
-      // The staging folder holds the two empty files made ahead for the next SFTP uploads
-      // (spares.ts), which are not leftovers.
+      // The staging folder and blobs/spare each hold two empty files made ahead for the next SFTP
+      // uploads and the next small blobs (spares.ts), which are not leftovers.
       const madeAhead = (f: string) =>
-        f.startsWith('staging/') && statSync(path.join(mountDir, f), { throwIfNoEntry: false })?.size === 0;
+        /^(staging|blobs\/spare)\//.test(f) &&
+        statSync(path.join(mountDir, f), { throwIfNoEntry: false })?.size === 0;
       const added = filesUnder(mountDir).filter(
         (f) => !filesBefore.includes(f) && !isDatabaseFile(f) && !kept(f),
       );
@@ -248,7 +249,11 @@ function fullDiskSuite(store: 'local' | 's3'): void {
         added.filter((f) => !madeAhead(f)),
         'files left behind',
       ).to.deep.equal([]);
-      expect(added.filter(madeAhead), 'empty files made ahead in staging/').to.have.length.of.at.most(2);
+      for (const folder of ['staging/', 'blobs/spare/'])
+        expect(
+          added.filter((f) => madeAhead(f) && f.startsWith(folder)),
+          `empty files made ahead in ${folder}`,
+        ).to.have.length.of.at.most(2);
       if (s3)
         expect((await s3.uploadsInProgress()) - uploadsBefore, 'multipart uploads left open').to.equal(
           uploadsKept,

@@ -1,10 +1,12 @@
 /**
  * SpareFiles keeps a few empty files made ahead in one folder, so that a file's creation is not
  * on the path of the request that needs it (issue 13, per-file cost). Creating an inode is the
- * dearest system call of a small upload on some disks: 0.2-0.5 ms on the ext4 of the machines
- * this was measured on (3 µs on tmpfs), on the event loop for every file of an OpenSSH `put -r`.
- * A spare is made in the thread pool while the client is busy elsewhere (sending the file's
- * bytes, waiting for a reply), and taken at once by the next upload.
+ * dearest system call of a small upload on some disks: 0.2-1 ms on the ext4 of the machines this
+ * was measured on when creations are not back to back (13 µs in a tight loop, 3 µs on tmpfs), on
+ * the event loop for every file of an OpenSSH `put -r` or a WebDAV PUT. A spare is made in the
+ * thread pool while the client is busy elsewhere (sending the file's bytes, waiting for a reply),
+ * and taken at once by the next upload. Used by SFTP's staged writes and the local blob store's
+ * small blobs.
  *
  * A spare is named by the namer the owner gives (with the process's OWNER, so the crash sweep
  * of the folder removes what a killed process left); taken, it keeps its name. Spares are closed
