@@ -6,7 +6,7 @@
  * downloads through the signed download_uri. Every scenario runs once per store (`STORES`).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
@@ -362,7 +362,11 @@ export class FilesFixture {
     return new Set(rows.map((r) => r.blob_id).filter((b): b is string => !!b));
   }
 
-  /** localBlobs lists the blob files under <data_dir>/blobs (local store only). */
+  /**
+   * localBlobs lists the blob files under <data_dir>/blobs (local store only). The empty files
+   * made ahead in spare/ (spares.ts) are not blobs: listed only when more than two, or one has
+   * bytes, which would be a leak.
+   */
   localBlobs(): string[] {
     const root = path.join(this.gw.config.data_dir, 'blobs');
     const out: string[] = [];
@@ -372,7 +376,11 @@ export class FilesFixture {
     } catch {
       return out;
     }
-    for (const d of dirs) for (const f of readdirSync(path.join(root, d))) out.push(f);
+    for (const d of dirs) {
+      const files = readdirSync(path.join(root, d));
+      const spare = d === 'spare' && files.length <= 2;
+      for (const f of files) if (!spare || statSync(path.join(root, d, f)).size > 0) out.push(f);
+    }
     return out.sort();
   }
 
