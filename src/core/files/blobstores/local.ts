@@ -138,7 +138,6 @@ export class LocalBlobStore implements BlobStore {
   private async writeSmall(final: string, chunks: Buffer[]): Promise<void> {
     const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     const spare = await this.folders.within(this.spares.dir, () => this.spares.create());
-    let placed = false;
     try {
       try {
         for (let at = 0; at < data.length;) at += writeSync(spare.fd, data, at);
@@ -146,9 +145,9 @@ export class LocalBlobStore implements BlobStore {
         closeSync(spare.fd);
       }
       await this.folders.within(path.dirname(final), () => renameSync(spare.file, final));
-      placed = true;
-    } finally {
-      if (!placed) await rm(spare.file, { force: true });
+    } catch (err) {
+      await rm(spare.file, { force: true });
+      throw err;
     }
     await this.durable(final);
   }
