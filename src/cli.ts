@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config.ts';
 import { createCore, GatewayError, operatorPrincipal } from './core/index.ts';
 import { formatCheck, runDoctor } from './doctor.ts';
-import { createLogger } from './log.ts';
+import { createLogger, flushLogs } from './log.ts';
 import { startGateway } from './main.ts';
 
 const usage = `Usage: svc-gateway <command>
@@ -300,6 +300,8 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exit(code);
   },
   (err: unknown) => {
+    // The log lines before the failure come before its message.
+    flushLogs();
     if (err instanceof UsageError) {
       console.error(`svc-gateway: ${err.message}\n\n${usage}`);
       process.exit(2);

@@ -1,4 +1,7 @@
+import { isatty } from 'node:tty';
+import sonicBoom from 'sonic-boom';
 import winston from 'winston';
+import Transport from 'winston-transport';
 
 /** Logger is the winston logger every part of the gateway writes to. */
 export type Logger = winston.Logger;
@@ -8,7 +11,7 @@ export type Logger = winston.Logger;
  * (what log collectors read), human-readable on a terminal. `silent` is for tests.
  */
 export function createLogger(level: string, opts: { silent?: boolean } = {}): Logger {
-  const human = process.stderr.isTTY;
+  const human = isatty(2);
   return winston.createLogger({
     level,
     silent: opts.silent ?? false,
@@ -21,8 +24,67 @@ export function createLogger(level: string, opts: { silent?: boolean } = {}): Lo
           }),
         )
       : winston.format.combine(winston.format.timestamp(), winston.format.json()),
-    transports: [new winston.transports.Console({ stderrLevels: Object.keys(winston.config.npm.levels) })],
+    transports: [
+      human
+        ? new winston.transports.Console({ stderrLevels: Object.keys(winston.config.npm.levels) })
+        : new LineTransport(stderrLines()),
+    ],
   });
+}
+
+/** MESSAGE is where winston's formats leave the finished line (triple-beam's symbol). */
+const MESSAGE = Symbol.for('message');
+
+/** LineTransport writes each formatted line to a SonicBoom. */
+class LineTransport extends Transport {
+  constructor(private readonly out: SonicBoom) {
+    super();
+  }
+
+  override log(info: Record<symbol, unknown>, next: () => void): void {
+    this.out.write(`${String(info[MESSAGE])}\n`);
+    next();
+  }
+}
+
+// The package is CommonJS whose module.exports is the class itself; its types declare a module.
+const SonicBoom = sonicBoom as unknown as typeof sonicBoom.SonicBoom;
+type SonicBoom = sonicBoom.SonicBoom;
+
+let lines: SonicBoom | undefined;
+
+/**
+ * stderrLines is the stream JSON log lines go to (log collectors read stderr through a pipe). The
+ * console's write to a pipe is a blocking system call on the event loop, and one that wakes the
+ * reader: two lines per small WebDAV request (access and transfer) cost 8% of the gateway's time
+ * in a run of 4,000 PUTs and GETs (issue 13). sonic-boom (pino's writer) writes in the thread
+ * pool and gathers the lines that come while a write is in flight into the next one, so the
+ * lines keep their order and go out at once, many to a write under load. A reader that stops
+ * reading no longer stalls the gateway: past 16 MiB waiting, lines are dropped. Whatever waits
+ * is written before the process exits (flushLogs).
+ */
+function stderrLines(): SonicBoom {
+  if (lines) return lines;
+  const stream = new SonicBoom({
+    fd: 2,
+    sync: false,
+    minLength: 8 * 1024,
+    periodicFlush: 50,
+    maxLength: 16 * 1024 * 1024,
+  });
+  // stderr gone (its reader died): the lines have nowhere to go, and the gateway goes on.
+  stream.on('error', () => undefined);
+  process.once('exit', flushLogs);
+  return (lines = stream);
+}
+
+/** flushLogs writes the log lines still waiting, at once (before the process exits or prints). */
+export function flushLogs(): void {
+  try {
+    lines?.flushSync();
+  } catch {
+    // Nothing more can be done for lines that cannot be written.
+  }
 }
 
 /**
