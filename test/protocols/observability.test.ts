@@ -112,6 +112,19 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
     });
   }
 
+  let marks = 0;
+  /**
+   * settledLines answers lines(from) once every line logged so far has reached stderr: the gateway
+   * writes its lines in batches, in order, so the access line of a marked request made now
+   * coming tells (the marker's own line is left out).
+   */
+  async function settledLines(from: number): Promise<JsonLine[]> {
+    const mark = `mark-${++marks}`;
+    expect((await http('/healthz', { headers: [`X-Request-Id: ${mark}`] })).status).to.equal(200);
+    await until(`the line of ${mark}`, () => lines(from).some((l) => l.request_id === mark));
+    return lines(from).filter((l) => l.request_id !== mark);
+  }
+
   function lftp(script: string, password = PASSWORD) {
     const settings = [
       'set cmd:fail-exit yes',
@@ -249,7 +262,7 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
 
     // The same transfers, in the log: one access line per request, command and SFTP batch, with
     // the fields an operator correlates by, and one transfer line each.
-    const logged = lines(from);
+    const logged = await settledLines(from);
     const access = logged.filter((l) => l.message === 'access');
     const davPut = access.find((l) => l.interface === 'dav' && l.method === 'PUT');
     expect(davPut, 'the WebDAV PUT').to.include({
@@ -325,7 +338,9 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
     expect(
       delta('svc_transfer_duration_seconds_count', { interface: 'dav', direction: 'out', result: 'ok' }),
     ).to.equal(2);
-    const transfers = lines(from).filter((l) => l.message === 'transfer' && l.interface === 'dav');
+    const transfers = (await settledLines(from)).filter(
+      (l) => l.message === 'transfer' && l.interface === 'dav',
+    );
     expect(transfers.map((t) => [t.direction, t.bytes, t.status])).to.have.deep.members([
       ['out', SIZE, 'ok'],
       ['out', 1000, 'ok'],
@@ -369,7 +384,9 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
       valueOf(after, name, labels) - valueOf(before, name, labels);
     expect(delta('svc_transfer_bytes_total', { interface: 'ftp', direction: 'out' })).to.equal(5000 + 4000);
     expect(delta('svc_transfer_bytes_total', { interface: 'sftp', direction: 'out' })).to.equal(5000);
-    const transfers = lines(from).filter((l) => l.message === 'transfer' && l.direction === 'out');
+    const transfers = (await settledLines(from)).filter(
+      (l) => l.message === 'transfer' && l.direction === 'out',
+    );
     expect(transfers.map((t) => [t.interface, t.path, t.bytes, t.status])).to.have.deep.members([
       ['ftp', '/small.bin', 5000, 'ok'],
       ['ftp', '/small.bin', 4000, 'ok'],
@@ -408,7 +425,7 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
     expect(
       valueOf(after, 'svc_transfer_bytes_total', key) - valueOf(before, 'svc_transfer_bytes_total', key),
     ).to.equal(SIZE);
-    const logged = lines(from);
+    const logged = await settledLines(from);
     // The client's request id is kept, so a balancer's or a client's trace finds the line.
     expect(logged.find((l) => l.message === 'access' && l.request_id === 'trace-42')).to.include({
       interface: 'restapi',
@@ -448,7 +465,7 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
       const r = await curl(['-u', `${ADMIN}:not-it-${i}`, `ftp://127.0.0.1:${gw.ports.ftp}/`]);
       expect(r.code).to.not.equal(0);
     }
-    const logged = lines(from);
+    const logged = await settledLines(from);
     const failed = logged.filter((l) => l.message === 'login failed');
     expect(failed.map((l) => l.failure_type)).to.deep.equal([
       'password_mismatch',
@@ -517,6 +534,21 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
     expect((await http('/healthz')).status).to.equal(200);
     const up = await lftp(`put ${path.join(work, 'up.bin')} -o m-quiet.bin`);
     expect(up.code, up.stderr).to.equal(0);
+    // Lines reach stderr in batches, in order: a failed login's line, logged after the upload,
+    // tells that every line of the upload has come.
+    const denied = await curl([
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code}',
+      '-H',
+      'Content-Type: application/json',
+      '-d',
+      '{"username":"nobody-here","password":"wrong"}',
+      `https://127.0.0.1:${gw.ports.https}/api/rest/v1/sessions`,
+    ]);
+    expect(denied.stdout).to.equal('401');
+    await until('the failed login line', () => lines(from).some((l) => l.message === 'login failed'));
     const logged = lines(from);
     expect(logged.filter((l) => l.message === 'access' || l.message === 'transfer')).to.deep.equal([]);
     expect(logged.find((l) => l.message === 'login')).to.include({ interface: 'ftp', user: ADMIN });

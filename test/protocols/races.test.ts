@@ -292,8 +292,9 @@ describe(`races on one tree (${dbKind}: ${dbKind === 'postgres' ? 'two gateway p
     for (let n = 1; n <= ROUNDS; n++) {
       const r = new Round(n);
       await round(r, `${name}-${n}-${randomBytes(3).toString('hex')}`);
-      // The gateways log asynchronously to the test's reading of their stderr: a moment to arrive.
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      // The gateways write their log lines in batches, each within 50 ms of being logged
+      // (src/log.ts): three times that for them to arrive.
+      await new Promise((resolve) => setTimeout(resolve, 150));
       checkLogs(r);
       if (r.problems.length) failed.push(r);
       outcomes.set(r.outcome, (outcomes.get(r.outcome) ?? 0) + 1);
