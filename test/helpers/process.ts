@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import https from 'node:https';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -100,4 +101,40 @@ export function stopProcess(s: ServedProcess): Promise<number | null> {
     s.child.once('exit', (code) => resolve(code));
     s.child.kill('SIGTERM');
   });
+}
+
+let marks = 0;
+
+/**
+ * logSettled resolves once every line the process logged before the call is in `s.stderr`: the
+ * gateway writes its lines in batches, in order (src/log.ts), so the access line of a GET /healthz
+ * marked with its own X-Request-Id, made now, tells. The marker's line is removed again.
+ */
+export async function logSettled(s: ServedProcess): Promise<void> {
+  const mark = `settled-${process.pid}-${++marks}`;
+  const status = await new Promise<number>((resolve, reject) => {
+    https
+      .get(
+        {
+          host: '127.0.0.1',
+          port: s.ports.https,
+          path: '/healthz',
+          headers: { 'X-Request-Id': mark },
+          rejectUnauthorized: false,
+        },
+        (res) => {
+          res.resume();
+          res.once('end', () => resolve(res.statusCode ?? 0));
+        },
+      )
+      .once('error', reject);
+  });
+  if (status !== 200) throw new Error(`GET /healthz answered ${status}`);
+  const tagged = `"request_id":"${mark}"`;
+  for (let waited = 0; !s.stderr.some((l) => l.includes(tagged)); waited += 10) {
+    if (waited > 10_000) throw new Error(`the access line of ${mark} did not come within 10 s`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const at = s.stderr.findIndex((l) => l.includes(tagged));
+  s.stderr.splice(at, 1);
 }

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { TEST_DATABASE_URL, dbKind } from '../helpers/gateway.ts';
 import { freshDatabase, type FreshDatabase } from '../helpers/database.ts';
-import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
+import { logSettled, serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
 import { closedPort, startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
 import { md5File, run, sftpBatch } from './sftp/clients.ts';
 
@@ -112,17 +112,10 @@ describe(`observability: /metrics, /readyz, access and login lines (${dbKind})`,
     });
   }
 
-  let marks = 0;
-  /**
-   * settledLines answers lines(from) once every line logged so far has reached stderr: the gateway
-   * writes its lines in batches, in order, so the access line of a marked request made now
-   * coming tells (the marker's own line is left out).
-   */
+  /** settledLines answers lines(from) once every line logged so far has reached stderr. */
   async function settledLines(from: number): Promise<JsonLine[]> {
-    const mark = `mark-${++marks}`;
-    expect((await http('/healthz', { headers: [`X-Request-Id: ${mark}`] })).status).to.equal(200);
-    await until(`the line of ${mark}`, () => lines(from).some((l) => l.request_id === mark));
-    return lines(from).filter((l) => l.request_id !== mark);
+    await logSettled(gw);
+    return lines(from);
   }
 
   function lftp(script: string, password = PASSWORD) {

@@ -35,7 +35,7 @@ import { expect } from 'chai';
 import { freshDatabase, type FreshDatabase } from '../helpers/database.ts';
 import { TEST_DATABASE_URL, dbKind } from '../helpers/gateway.ts';
 import { LftpClient, SftpClient, type Outcome } from '../helpers/live-clients.ts';
-import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
+import { logSettled, serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
 import { TreeProbe } from '../helpers/tree.ts';
 import { httpsCall, makeBody, type Body, type HttpAnswer } from '../soak/clients.ts';
 
@@ -292,9 +292,8 @@ describe(`races on one tree (${dbKind}: ${dbKind === 'postgres' ? 'two gateway p
     for (let n = 1; n <= ROUNDS; n++) {
       const r = new Round(n);
       await round(r, `${name}-${n}-${randomBytes(3).toString('hex')}`);
-      // The gateways write their log lines in batches, each within 50 ms of being logged
-      // (src/log.ts): three times that for them to arrive.
-      await new Promise((resolve) => setTimeout(resolve, 150));
+      // The gateways write their log lines in batches: every line of the round, before the check.
+      for (const g of gateways) await logSettled(g);
       checkLogs(r);
       if (r.problems.length) failed.push(r);
       outcomes.set(r.outcome, (outcomes.get(r.outcome) ?? 0) + 1);
