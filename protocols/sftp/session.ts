@@ -3,9 +3,10 @@
  * mapping of each request onto the core's FileSession. Ours rather than ssh2's SFTP module, which
  * cannot advertise extensions, send EXTENDED_REPLY or apply backpressure (research/libraries.md §2).
  *
- * Flow control: at most `maxInflight` requests run at once; beyond that, and while the client is
- * not reading our replies, the channel is paused, so SSH's window closes and the client waits.
- * Memory per session is then bounded by the window (2 MiB) plus the in-flight requests' data.
+ * Flow control: at most `maxInflight` requests run at once, carrying or asking for at most
+ * INFLIGHT_BYTES of file data; beyond that, and while the client is not reading our replies, the
+ * channel is paused, so SSH's window closes and the client waits. Memory per session is then
+ * bounded by the window (2 MiB) plus the in-flight requests' data.
  */
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -72,6 +73,14 @@ const LIST_PAGE = 100;
 /** JOINED_REPLY is the largest READ reply sent as one packet (see sendData). */
 const JOINED_REPLY = 64 * 1024;
 
+/**
+ * INFLIGHT_BYTES bounds the file data of the requests running at once (WRITE data, READ lengths).
+ * OpenSSH's sftp sends 64 requests of up to 255 KiB each (our limits@openssh.com): without this,
+ * 16 MiB of WRITE data per upload waited in memory, each piece holding the larger socket buffer it
+ * arrived in, and the garbage collector ran a full collection about ten times a second on it.
+ */
+const INFLIGHT_BYTES = 4 * 1024 * 1024;
+
 /** A READ that skips ahead less than this reads through the open stream rather than reopening it. */
 const SKIP_LIMIT = 1024 * 1024;
 
@@ -106,6 +115,8 @@ export class SftpSession {
   private readonly abort = new AbortController();
   private readonly order = new RequestOrder();
   private inflight = 0;
+  /** file data carried or asked for by the running requests (see INFLIGHT_BYTES) */
+  private inflightBytes = 0;
   /** bytes read or written through each file handle, and since when: its transfer */
   private readonly meters = new WeakMap<
     Handle,
@@ -158,7 +169,13 @@ export class SftpSession {
   }
 
   private pump(): void {
-    while (this.backlog.length && this.inflight < this.opts.maxInflight && !this.writeBlocked && !this.closed)
+    while (
+      this.backlog.length &&
+      this.inflight < this.opts.maxInflight &&
+      (this.inflightBytes < INFLIGHT_BYTES || this.inflight === 0) &&
+      !this.writeBlocked &&
+      !this.closed
+    )
       this.dispatch(this.backlog.shift()!);
     if (this.backlog.length || this.writeBlocked) this.channel.pause();
     else if (!this.closed) this.channel.resume();
@@ -249,7 +266,9 @@ export class SftpSession {
       this.channel.destroy();
       return;
     }
+    const bytes = dataBytes(packet);
     this.inflight++;
+    this.inflightBytes += bytes;
     let failed: { error: string | undefined } | null = null;
     this.request(type, id, r, packet.data)
       .catch((err: unknown) => {
@@ -260,6 +279,7 @@ export class SftpSession {
         const f = failed as { error: string | undefined } | null;
         this.opts.batch.note(FXP_NAMES[type] ?? 'unknown', f !== null, f?.error);
         this.inflight--;
+        this.inflightBytes -= bytes;
         this.opts.touch();
         this.pump();
       });
@@ -1032,4 +1052,13 @@ export function longname(e: Entry, name: string, owner: string): string {
     : `${MONTHS[d.getUTCMonth()]} ${day}  ${d.getUTCFullYear()}`;
   const who = owner.padEnd(8);
   return `${mode}    1 ${who} ${who} ${String(e.size ?? 0).padStart(8)} ${when} ${name}`;
+}
+
+/** dataBytes is the file data a request carries (WRITE) or asks for (READ: its last field, the length). */
+function dataBytes({ payload, data }: Packet): number {
+  if (data) return data.reduce((n, d) => n + d.length, 0);
+  if (payload[0] === FXP.WRITE) return payload.length;
+  if (payload[0] === FXP.READ && payload.length >= 4)
+    return Math.min(payload.readUInt32BE(payload.length - 4), MAX_DATA);
+  return 0;
 }
