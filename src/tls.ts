@@ -6,6 +6,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { ConfigError, type Config } from './config.ts';
 import type { TlsMaterial } from './core/index.ts';
 import type { Logger } from './log.ts';
@@ -29,9 +30,7 @@ export async function loadTls(config: Config, log: Logger): Promise<TlsMaterial>
   if (existsSync(certFile) && existsSync(keyFile))
     return { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') };
   const host = os.hostname();
-  // Loaded only to make the certificate, once per data dir: node-forge inside is 3 MiB of heap.
-  const { generate } = await import('selfsigned');
-  const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
+  const pems = await inWorker([{ name: 'commonName', value: 'localhost' }], {
     keyType: 'ec',
     curve: 'P-256',
     algorithm: 'sha256',
@@ -56,4 +55,34 @@ export async function loadTls(config: Config, log: Logger): Promise<TlsMaterial>
   writeFileSync(certFile, pems.cert);
   log.info('generated a self-signed TLS certificate', { file: certFile, fingerprint: pems.fingerprint });
   return { cert: pems.cert, key: pems.private };
+}
+
+type Generate = typeof import('selfsigned').generate;
+
+// selfsigned and the X.509 and ASN.1 packages under it are a few MiB of heap that would stay for
+// the process's life after one use (modules are never unloaded): the certificate is made in a
+// worker thread that exits, once per data dir. Its code is text (eval), as in checksum.ts, so the
+// same file runs under tsx and compiled; the package is resolved here, from this file.
+const GENERATE_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+import(workerData.url)
+  .then(({ generate }) => generate(...workerData.args))
+  .then((pems) => parentPort.postMessage({ private: pems.private, cert: pems.cert, fingerprint: pems.fingerprint }));
+`;
+
+/** inWorker runs selfsigned's generate in a worker thread and gives the PEMs it made. */
+function inWorker(
+  ...args: Parameters<Generate>
+): Promise<Pick<Awaited<ReturnType<Generate>>, 'private' | 'cert' | 'fingerprint'>> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(GENERATE_SOURCE, {
+      eval: true,
+      workerData: { url: import.meta.resolve('selfsigned'), args },
+    });
+    worker.once('message', resolve);
+    worker.once('error', reject);
+    worker.once('exit', (code) =>
+      reject(new Error(`certificate worker exited with code ${code} before answering`)),
+    );
+  });
 }
