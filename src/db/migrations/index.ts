@@ -11,6 +11,7 @@ import { PathFieldsForm1764892800000 } from './0010-path-fields-form.ts';
 import { PendingVersions1764979200000 } from './0011-pending-versions.ts';
 import { Bundles1765065600000 } from './0012-bundles.ts';
 import { Connections1765152000000 } from './0013-connections.ts';
+import { PermissionPathIndex1765238400000 } from './0014-permission-path-index.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -27,4 +28,5 @@ export const migrations = [
   PendingVersions1764979200000,
   Bundles1765065600000,
   Connections1765152000000,
+  PermissionPathIndex1765238400000,
 ];
