@@ -4,6 +4,7 @@
  * data dir, so clients that pin it keep working across restarts.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -62,11 +63,12 @@ type Generate = typeof import('selfsigned').generate;
 // selfsigned and the X.509 and ASN.1 packages under it are a few MiB of heap that would stay for
 // the process's life after one use (modules are never unloaded): the certificate is made in a
 // worker thread that exits, once per data dir. Its code is text (eval), as in checksum.ts, so the
-// same file runs under tsx and compiled; the package is resolved here, from this file.
+// same file runs under tsx and compiled; the package is resolved here, from this file, as the
+// checkpointer resolves its driver.
 const GENERATE_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
-import(workerData.url)
-  .then(({ generate }) => generate(...workerData.args))
+require(workerData.file)
+  .generate(...workerData.args)
   .then((pems) => parentPort.postMessage({ private: pems.private, cert: pems.cert, fingerprint: pems.fingerprint }));
 `;
 
@@ -77,7 +79,7 @@ function inWorker(
   return new Promise((resolve, reject) => {
     const worker = new Worker(GENERATE_SOURCE, {
       eval: true,
-      workerData: { url: import.meta.resolve('selfsigned'), args },
+      workerData: { file: createRequire(import.meta.url).resolve('selfsigned'), args },
     });
     worker.once('message', resolve);
     worker.once('error', reject);

@@ -5,9 +5,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * before every file operation (core/access/rights.ts) by the path and its ancestors. Without an
  * index on path, SQLite went through all of the user's rows and their groups' and sorted what it
  * kept, so a check grew with the user's permissions: on a copy of a gateway's database 73 µs with
- * 200 rows and 207 µs with 2,000, against 10 µs with the index. PostgreSQL gets a hash index: SPEC allows a
- * permission path of 5,000 characters, past what a btree row may hold (about 2,700 bytes), and
- * these lookups only ask for equality.
+ * 200 rows and 207 µs with 2,000, against 10 µs with the index. PostgreSQL gets a hash index:
+ * SPEC allows a permission path of 5,000 characters, past what a btree row may hold (about 2,700
+ * bytes), and these lookups only ask for equality.
  */
 export class PermissionPathIndex1765238400000 implements MigrationInterface {
   name = 'PermissionPathIndex1765238400000';
