@@ -29,8 +29,13 @@ export function sql<T>(em: EntityManager, text: string, params: readonly unknown
     // Statements with an IN list vary by its length; a bounded cache still keeps the hot ones.
     if (pgText.size < 1000) pgText.set(text, pg);
   }
-  return em.query(pg, params as unknown[]);
+  return em.query(pg, params as unknown[]).then((r: unknown) =>
+    // TypeORM answers an UPDATE or DELETE on PostgreSQL with [rows, row count]: its RETURNING rows
+    // are the first (on SQLite a statement with RETURNING answers its rows alone).
+    UPDATE_OR_DELETE.test(pg) ? ((r as [T[], number])[0] ?? []) : (r as T[]),
+  );
 }
+const UPDATE_OR_DELETE = /^\s*(UPDATE|DELETE)\b/i;
 
 /**
  * sqlArrays is sql with each row an array of its columns in the statement's order, for listings:

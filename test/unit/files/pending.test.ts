@@ -114,8 +114,12 @@ describe(`pending versions of cut uploads (${dbKind})`, () => {
     await cut(bob, path, pattern(70_000));
     expect((await as(alice).stat(path)).size).to.equal(40_000);
     expect((await as(bob).stat(path)).size).to.equal(70_000);
+    const [alices] = (await pendingRows()).filter((r) => r.path === path && r.user_id === alice.user!.id);
     await as(alice).write(path, Readable.from([Buffer.from('fresh')]));
     expect((await as(alice).stat(path)).size).to.equal(5);
+    // The bytes of the version dropped go with it (on PostgreSQL they once stayed on disk for good).
+    await filesOf(t.core).blobs.idle();
+    expect(await filesOf(t.core).store.size(alices!.blob_id)).to.equal(null);
     // bob's pending version stays until it completes or expires: he still sees his own size.
     expect((await as(bob).stat(path)).size).to.equal(70_000);
     const rest = pattern(10_000, 9);
