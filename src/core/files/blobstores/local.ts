@@ -153,26 +153,29 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async freeBytes(): Promise<number | null> {
-    // Before the first blob the root may not exist yet: its nearest existing folder is on the
-    // file system it will be made on.
-    for (let dir = this.root; ; dir = path.dirname(dir)) {
-      try {
-        const fsStats = await statfs(dir);
-        // bavail, not bfree: the blocks an unprivileged process may still use.
-        return fsStats.bavail * fsStats.bsize;
-      } catch (err) {
-        if ((err as { code?: string }).code !== 'ENOENT' || dir === path.dirname(dir)) return null;
-      }
-    }
+    const fsStats = await this.statfs();
+    // bavail, not bfree: the blocks an unprivileged process may still use.
+    return fsStats ? fsStats.bavail * fsStats.bsize : null;
   }
 
   async space(): Promise<{ free: number; total: number } | null> {
-    const free = await this.freeBytes();
-    if (free === null) return null;
+    // One statfs for both figures (reclaim asks after every upload that leaves garbage).
+    const fsStats = await this.statfs();
+    return fsStats ? { free: fsStats.bavail * fsStats.bsize, total: fsStats.blocks * fsStats.bsize } : null;
+  }
+
+  /**
+   * statfs describes the file system of the root, or null when none can be found. Before the first
+   * blob the root may not exist yet: its nearest existing folder is on the file system it will be
+   * made on.
+   */
+  private async statfs(): Promise<{ bavail: number; bsize: number; blocks: number } | null> {
     for (let dir = this.root; ; dir = path.dirname(dir)) {
-      const fsStats = await statfs(dir).catch(() => null);
-      if (fsStats) return { free, total: fsStats.blocks * fsStats.bsize };
-      if (dir === path.dirname(dir)) return null;
+      try {
+        return await statfs(dir);
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'ENOENT' || dir === path.dirname(dir)) return null;
+      }
     }
   }
 
