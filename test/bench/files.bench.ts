@@ -2,9 +2,11 @@
  * Files benchmark: the REST multi-step upload and the signed download of a 1 GiB file, the
  * gateway's RSS while they run, folder listings of 100,000 entries and 1,000 small uploads, against
  * plain references on the same machine: `cp` on the same disk for uploads, nginx serving the same
- * file over HTTPS with the gateway's certificate for downloads. The gateway runs in its own
- * process (test/bench/serve.ts), on SQLite with the local blob store, and again on PostgreSQL when
- * SVC_BENCH_DATABASE_URL names a server.
+ * file over HTTPS with the gateway's certificate for downloads. The transfers and the small uploads
+ * run against the compiled gateway `npm start` runs (`svc-gateway serve` from dist/, at the
+ * durability SVC_DURABILITY names, `fsync` by default); the listings against test/bench/serve.ts,
+ * which fills /big with 100,000 rows through the core. SQLite with the local blob store, and again
+ * PostgreSQL when SVC_BENCH_DATABASE_URL names a server.
  *
  *   npm run bench:files
  *   SVC_BENCH_FILE_MB=256 npm run bench:files      (a smaller big file, for a quick look)
@@ -33,7 +35,9 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { cleanups, runCleanups, startNginx } from './lib.ts';
+import { freshDatabase } from '../helpers/database.ts';
+import { stopProcess } from '../helpers/process.ts';
+import { apiKey, cleanups, DURABILITY, runCleanups, serveCompiled, startNginx } from './lib.ts';
 
 const MB = 1e6;
 const MiB = 1024 * 1024;
@@ -332,17 +336,51 @@ async function startLogged(db: string, env: NodeJS.ProcessEnv, populate: number)
   return { gw, c: new Client(`https://127.0.0.1:${gw.info.port}`, ca, gw.info.key) };
 }
 
-/** benchTransfers: the big upload and download with RSS, then the small uploads, on a fresh gateway. */
+/**
+ * startCompiled starts the compiled gateway on a fresh data dir (and a fresh database on the
+ * PostgreSQL server `serverUrl`, when given), only its HTTPS listener, with an API key.
+ */
+async function startCompiled(db: string, serverUrl: string) {
+  const t0 = performance.now();
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-files-bench-'));
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  const env: Record<string, string> = {
+    SVC_WEBDAV_PORT: 'off',
+    SVC_FTP_PORT: 'off',
+    SVC_FTPS_PORT: 'off',
+    SVC_SFTP_PORT: 'off',
+  };
+  if (serverUrl) {
+    const fresh = await freshDatabase(serverUrl, 'svc_bench');
+    cleanups.push(() => fresh.drop());
+    env.SVC_DATABASE_URL = fresh.url;
+  }
+  const password = 'files-bench-password';
+  const gw = await serveCompiled(dataDir, password, env);
+  const key = await apiKey(gw.rest, password, 'files bench');
+  console.log(
+    `[${db}] compiled gateway pid ${gw.pid} on :${gw.ports.https} (durability ${DURABILITY}), ` +
+      `data dir ${dataDir} (up in ${f1(seconds(t0))} s)`,
+  );
+  const ca = readFileSync(path.join(dataDir, 'tls', 'cert.pem'));
+  return {
+    pid: gw.pid,
+    dataDir,
+    c: new Client(`https://127.0.0.1:${gw.ports.https}`, ca, key),
+    stop: () => stopProcess(gw.served),
+  };
+}
+
+/** benchTransfers: the big upload and download with RSS, then the small uploads, on a fresh compiled gateway. */
 async function benchTransfers(
   db: string,
-  env: NodeJS.ProcessEnv,
+  serverUrl: string,
   refs: (tlsDir: string) => Promise<Refs>,
   source: { file: string; md5: string },
 ) {
-  const { gw, c } = await startLogged(db, env, 0);
-  const pid = gw.info.pid;
+  const { pid, dataDir, c, stop } = await startCompiled(db, serverUrl);
   try {
-    const r = await refs(path.join(gw.info.dataDir, 'tls'));
+    const r = await refs(path.join(dataDir, 'tls'));
     await c.api('POST', '/folders/bench');
     await c.api('POST', '/folders/small');
     const idle = rssNow(pid);
@@ -466,7 +504,7 @@ async function benchTransfers(
     });
   } finally {
     c.close();
-    await stopChild(gw.child);
+    await stop();
   }
 }
 
@@ -613,11 +651,11 @@ try {
     return refs;
   };
 
-  const dbs: [string, NodeJS.ProcessEnv][] = [['SQLite', { SVC_TEST_DATABASE_URL: '' }]];
-  if (PG) dbs.push(['PostgreSQL', { SVC_TEST_DATABASE_URL: PG }]);
-  for (const [db, env] of dbs) {
-    await benchTransfers(db, env, measureRefs, { file, md5 });
-    await benchListing(db, env);
+  const dbs: [string, string][] = [['SQLite', '']];
+  if (PG) dbs.push(['PostgreSQL', PG]);
+  for (const [db, serverUrl] of dbs) {
+    await benchTransfers(db, serverUrl, measureRefs, { file, md5 });
+    await benchListing(db, { SVC_TEST_DATABASE_URL: serverUrl });
   }
 } finally {
   await runCleanups();
@@ -626,8 +664,9 @@ try {
 const header = [
   `Files benchmark, ${new Date().toISOString()}, ${process.version}, ${os.cpus().length} cores, ` +
     `${os.cpus()[0]?.model ?? ''}; total ${f0(seconds(started))} s`,
-  `MB/s = 10^6 bytes/s; RSS = /proc/<pid>/status VmRSS sampled every 100 ms, MiB. Gateway in its own process ` +
-    `(test/bench/serve.ts), local blob store; client in this process (md5 of every byte on both sides).`,
+  `MB/s = 10^6 bytes/s; RSS = /proc/<pid>/status VmRSS sampled every 100 ms, MiB. Gateway in its own process: ` +
+    `transfers and small uploads the compiled build (\`svc-gateway serve\`, durability ${DURABILITY}), listings ` +
+    `test/bench/serve.ts; local blob store; client in this process (md5 of every byte on both sides).`,
   '',
   '| metric | value | peer/limit | ratio |',
   '|---|---:|---|---:|',
