@@ -48,6 +48,7 @@ const DOWNLOAD_RUNS = 2;
 const SMALL_FILES = 1000;
 const SMALL_BYTES = 4096;
 const SMALL_CONCURRENCY = 8;
+const SMALL_RUNS = 2;
 const RSS_LIMIT_MIB = 150;
 const PG = process.env.SVC_BENCH_DATABASE_URL ?? '';
 const API = '/api/rest/v1';
@@ -382,7 +383,6 @@ async function benchTransfers(
   try {
     const r = await refs(path.join(dataDir, 'tls'));
     await c.api('POST', '/folders/bench');
-    await c.api('POST', '/folders/small');
     const idle = rssNow(pid);
 
     // Upload.
@@ -455,50 +455,61 @@ async function benchTransfers(
     const small = Buffer.alloc(SMALL_BYTES);
     randomFillSync(small);
     const smallMd5 = createHash('md5').update(small).digest('hex');
-    const phase = { put: 0, part: 0, end: 0 };
-    const timed = async <T>(k: keyof typeof phase, f: () => Promise<T>): Promise<T> => {
-      const t1 = performance.now();
-      try {
-        return await f();
-      } finally {
-        phase[k] += performance.now() - t1;
-      }
-    };
-    let next = 0;
-    t = performance.now();
-    await Promise.all(
-      Array.from({ length: SMALL_CONCURRENCY }, async () => {
-        while (next < SMALL_FILES) {
-          const i = next++;
-          const remote = `small/s${String(i).padStart(4, '0')}.bin`;
-          const u = await timed('put', () => c.api<UploadObj>('POST', `/files/${remote}`, { action: 'put' }));
-          const r2 = await timed('part', () =>
-            request(c.agent, u.upload_uri, u.http_method, {
-              headers: { ...u.headers, 'Content-Length': String(SMALL_BYTES) },
-              body: small,
-            }),
-          );
-          if (r2.status !== 200)
-            throw new Error(`PUT ${remote}: ${r2.status} ${r2.body.toString('utf8').slice(0, 300)}`);
-          const e = await timed('end', () =>
-            c.api<FileObj>('POST', `/files/${remote}`, { action: 'end', ref: u.ref }),
-          );
-          if (e.size !== SMALL_BYTES || e.md5 !== smallMd5)
-            throw new Error(`${remote}: size ${e.size}, md5 ${e.md5}`);
+    // SMALL_RUNS rounds into folders of their own, the best kept (as the protocol benchmarks keep
+    // the best of their repetitions): the first round after the 1 GiB transfers also warms the JIT.
+    let best: { s: number; phase: { put: number; part: number; end: number } } | null = null;
+    for (let round = 0; round < SMALL_RUNS; round++) {
+      const folder = `small-${round}`;
+      await c.api('POST', `/folders/${folder}`);
+      const phase = { put: 0, part: 0, end: 0 };
+      const timed = async <T>(k: keyof typeof phase, f: () => Promise<T>): Promise<T> => {
+        const t1 = performance.now();
+        try {
+          return await f();
+        } finally {
+          phase[k] += performance.now() - t1;
         }
-      }),
-    );
-    const smallS = seconds(t);
-    const per = (k: keyof typeof phase) => f1(phase[k] / SMALL_FILES);
-    console.log(
-      `[${db}] ${SMALL_FILES} small uploads in ${f1(smallS)} s; mean latency put ${per('put')} ms, ` +
-        `PUT ${per('part')} ms, end ${per('end')} ms`,
-    );
+      };
+      let next = 0;
+      t = performance.now();
+      await Promise.all(
+        Array.from({ length: SMALL_CONCURRENCY }, async () => {
+          while (next < SMALL_FILES) {
+            const i = next++;
+            const remote = `${folder}/s${String(i).padStart(4, '0')}.bin`;
+            const u = await timed('put', () =>
+              c.api<UploadObj>('POST', `/files/${remote}`, { action: 'put' }),
+            );
+            const r2 = await timed('part', () =>
+              request(c.agent, u.upload_uri, u.http_method, {
+                headers: { ...u.headers, 'Content-Length': String(SMALL_BYTES) },
+                body: small,
+              }),
+            );
+            if (r2.status !== 200)
+              throw new Error(`PUT ${remote}: ${r2.status} ${r2.body.toString('utf8').slice(0, 300)}`);
+            const e = await timed('end', () =>
+              c.api<FileObj>('POST', `/files/${remote}`, { action: 'end', ref: u.ref }),
+            );
+            if (e.size !== SMALL_BYTES || e.md5 !== smallMd5)
+              throw new Error(`${remote}: size ${e.size}, md5 ${e.md5}`);
+          }
+        }),
+      );
+      const smallS = seconds(t);
+      const per = (k: keyof typeof phase) => f1(phase[k] / SMALL_FILES);
+      console.log(
+        `[${db}] round ${round + 1}: ${SMALL_FILES} small uploads in ${f1(smallS)} s; mean latency put ` +
+          `${per('put')} ms, PUT ${per('part')} ms, end ${per('end')} ms`,
+      );
+      if (!best || smallS < best.s) best = { s: smallS, phase };
+    }
+    const per = (k: 'put' | 'part' | 'end') => f1(best!.phase[k] / SMALL_FILES);
     rows.push({
       metric:
-        `${SMALL_FILES} × 4 KiB REST uploads (put + PUT + end), ${SMALL_CONCURRENCY} concurrent, files/s ` +
-        `(mean ms: put ${per('put')}, PUT ${per('part')}, end ${per('end')}) (${db})`,
-      value: f0(SMALL_FILES / smallS),
+        `${SMALL_FILES} × 4 KiB REST uploads (put + PUT + end), ${SMALL_CONCURRENCY} concurrent, best of ` +
+        `${SMALL_RUNS}, files/s (mean ms: put ${per('put')}, PUT ${per('part')}, end ${per('end')}) (${db})`,
+      value: f0(SMALL_FILES / best!.s),
       peer: '—',
       ratio: '—',
     });
