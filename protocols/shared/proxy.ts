@@ -133,8 +133,15 @@ export function clientAddress(socket: net.Socket): string {
   // Node's TLSSocket keeps the socket it wraps as _parent (no public name for it).
   const parent = (socket as net.Socket & { _parent?: net.Socket | null })._parent;
   const address = carried.get(socket) ?? (parent ? carried.get(parent) : undefined);
-  return address ?? clientIp(socket.remoteAddress ?? '');
+  if (address) return address;
+  // Asked for every request of a keep-alive connection: the peer's address is parsed once.
+  let own = peers.get(socket);
+  if (own === undefined) peers.set(socket, (own = clientIp(socket.remoteAddress ?? '')));
+  return own;
 }
+
+/** peers holds each socket's own peer address as clientIp gave it. */
+const peers = new WeakMap<net.Socket, string>();
 
 /** ProxySettings are the `proxy` section of the settings. */
 export type ProxySettings = Config['proxy'];
