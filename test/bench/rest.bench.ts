@@ -1,23 +1,35 @@
 /**
  * REST benchmark (issue: requests/s and p99 of key-authenticated GET /api_key and GET /users with
- * 100 users, 50 connections, on SQLite and PostgreSQL). Each server runs in its own process; the
- * peer, bare Koa over the same TLS, runs in the same session so results are read as a ratio.
+ * 100 users, 50 connections, on SQLite and PostgreSQL). The gateway is the compiled build `npm
+ * start` runs (`svc-gateway serve` from dist/, access lines logged as in production), on a fresh
+ * data dir and database, with a site-wide key made by `svc-gateway api-keys create --site-wide`;
+ * the peer, bare Koa over the same TLS (test/bench/serve.ts peer), runs in the same session so
+ * results are read as a ratio.
  *
  *   npm run bench:rest                    (PostgreSQL at SVC_BENCH_DATABASE_URL or 127.0.0.1:5432/test)
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
+import { freshDatabase } from '../helpers/database.ts';
+import { stopProcess } from '../helpers/process.ts';
+import { api, cleanups, runCleanups, serveCompiled } from './lib.ts';
 
 const DURATION = Number(process.env.SVC_BENCH_SECONDS ?? 10);
 const CONNECTIONS = 50;
+const USERS = 100;
 const PG = process.env.SVC_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const PASSWORD = 'rest-bench-password';
 
 interface Started {
   child: ChildProcess;
   info: { port: number; key?: string; dataDir?: string };
 }
 
+/** start starts test/bench/serve.ts (the peer) and reads the line it prints. */
 async function start(args: string[], env: NodeJS.ProcessEnv): Promise<Started> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/serve.ts', ...args], {
     env: { ...process.env, ...env },
@@ -33,6 +45,46 @@ async function start(args: string[], env: NodeJS.ProcessEnv): Promise<Started> {
 async function stop(s: Started): Promise<void> {
   s.child.kill('SIGTERM');
   await new Promise((r) => s.child.once('exit', r));
+}
+
+/**
+ * startCompiled starts the compiled gateway (HTTPS only) on a fresh data dir, and a fresh database
+ * on the PostgreSQL server `serverUrl` when given; makes USERS users and a site-wide key.
+ */
+async function startCompiled(serverUrl: string) {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-rest-bench-'));
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  const env: Record<string, string> = {
+    SVC_WEBDAV_PORT: 'off',
+    SVC_FTP_PORT: 'off',
+    SVC_FTPS_PORT: 'off',
+    SVC_SFTP_PORT: 'off',
+  };
+  if (serverUrl) {
+    const fresh = await freshDatabase(serverUrl, 'svc_bench');
+    cleanups.push(() => fresh.drop());
+    env.SVC_DATABASE_URL = fresh.url;
+  }
+  const gw = await serveCompiled(dataDir, PASSWORD, env);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      for (let i = next++; i < USERS; i = next++)
+        await api(gw.rest, 'POST', '/users', {
+          username: `bench${i}`,
+          password: 'bench-password',
+          email: `bench${i}@example.com`,
+        });
+    }),
+  );
+  const made = spawnSync(
+    process.execPath,
+    ['bin/svc-gateway.js', 'api-keys', 'create', '--site-wide', '--name', 'rest bench'],
+    { env: { ...process.env, SVC_DATA_DIR: dataDir, ...env }, encoding: 'utf8' },
+  );
+  const key = made.stdout.trim().split('\n').pop() ?? '';
+  if (made.status !== 0 || !key) throw new Error(`api-keys create failed: ${made.stderr}`);
+  return { port: gw.ports.https!, dataDir, key, stop: () => stopProcess(gw.served) };
 }
 
 interface Row {
@@ -66,20 +118,24 @@ async function load(
 }
 
 const rows: Row[] = [];
-for (const [db, env] of [
-  ['SQLite', { SVC_TEST_DATABASE_URL: '' }],
-  ['PostgreSQL', { SVC_TEST_DATABASE_URL: PG }],
-] as const) {
-  const gw = await start(['gateway'], env);
-  const auth = { 'X-SvcAPI-Key': gw.info.key! };
-  rows.push(await load(`GET /api_key (${db})`, gw.info.port, '/api/rest/v1/api_key', auth));
-  rows.push(await load(`GET /users, 100 users (${db})`, gw.info.port, '/api/rest/v1/users', auth));
-  if (db === 'SQLite') {
-    const peer = await start(['peer', gw.info.dataDir!], {});
-    rows.push(await load('peer: bare Koa + TLS, constant JSON', peer.info.port, '/', {}));
-    await stop(peer);
+try {
+  for (const [db, serverUrl] of [
+    ['SQLite', ''],
+    ['PostgreSQL', PG],
+  ] as const) {
+    const gw = await startCompiled(serverUrl);
+    const auth = { 'X-SvcAPI-Key': gw.key };
+    rows.push(await load(`GET /api_key (${db})`, gw.port, '/api/rest/v1/api_key', auth));
+    rows.push(await load(`GET /users, ${USERS} users (${db})`, gw.port, '/api/rest/v1/users', auth));
+    if (db === 'SQLite') {
+      const peer = await start(['peer', gw.dataDir], {});
+      rows.push(await load('peer: bare Koa + TLS, constant JSON', peer.info.port, '/', {}));
+      await stop(peer);
+    }
+    await gw.stop();
   }
-  await stop(gw);
+} finally {
+  await runCleanups();
 }
 
 const peer = rows.find((r) => r.scenario.startsWith('peer'))!;
