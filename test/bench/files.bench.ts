@@ -35,9 +35,16 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { freshDatabase } from '../helpers/database.ts';
 import { stopProcess } from '../helpers/process.ts';
-import { apiKey, cleanups, DURABILITY, runCleanups, serveCompiled, startNginx } from './lib.ts';
+import {
+  apiKey,
+  cleanups,
+  DURABILITY,
+  freshHttpsOnly,
+  runCleanups,
+  serveCompiled,
+  startNginx,
+} from './lib.ts';
 
 const MB = 1e6;
 const MiB = 1024 * 1024;
@@ -343,19 +350,7 @@ async function startLogged(db: string, env: NodeJS.ProcessEnv, populate: number)
  */
 async function startCompiled(db: string, serverUrl: string) {
   const t0 = performance.now();
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-files-bench-'));
-  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-  const env: Record<string, string> = {
-    SVC_WEBDAV_PORT: 'off',
-    SVC_FTP_PORT: 'off',
-    SVC_FTPS_PORT: 'off',
-    SVC_SFTP_PORT: 'off',
-  };
-  if (serverUrl) {
-    const fresh = await freshDatabase(serverUrl, 'svc_bench');
-    cleanups.push(() => fresh.drop());
-    env.SVC_DATABASE_URL = fresh.url;
-  }
+  const { dataDir, env } = await freshHttpsOnly(serverUrl, 'svc-files-bench-');
   const password = 'files-bench-password';
   const gw = await serveCompiled(dataDir, password, env);
   const key = await apiKey(gw.rest, password, 'files bench');

@@ -12,6 +12,7 @@ import {
   existsSync,
   fsyncSync,
   mkdirSync,
+  mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -24,6 +25,7 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { freshDatabase } from '../helpers/database.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
 import { openSqlite } from './seed-actions.ts';
 
@@ -825,6 +827,31 @@ export async function serveCompiled(
     await api<{ id: string }>(rest, 'POST', '/sessions', { username: 'admin', password: adminPassword })
   ).id;
   return { served, pid: served.child.pid!, dataDir, ports: served.ports, rest };
+}
+
+/**
+ * freshHttpsOnly makes a fresh data dir named `prefix…` and, on the PostgreSQL server `serverUrl`
+ * when given, a fresh database, both gone at exit; `env` names them for serveCompiled and turns
+ * every listener but HTTPS off (the REST benchmarks).
+ */
+export async function freshHttpsOnly(
+  serverUrl: string,
+  prefix: string,
+): Promise<{ dataDir: string; env: Record<string, string> }> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  const env: Record<string, string> = {
+    SVC_WEBDAV_PORT: 'off',
+    SVC_FTP_PORT: 'off',
+    SVC_FTPS_PORT: 'off',
+    SVC_SFTP_PORT: 'off',
+  };
+  if (serverUrl) {
+    const fresh = await freshDatabase(serverUrl, 'svc_bench');
+    cleanups.push(() => fresh.drop());
+    env.SVC_DATABASE_URL = fresh.url;
+  }
+  return { dataDir, env };
 }
 
 /**

@@ -9,14 +9,10 @@
  *   npm run bench:rest                    (PostgreSQL at SVC_BENCH_DATABASE_URL or 127.0.0.1:5432/test)
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
-import { freshDatabase } from '../helpers/database.ts';
 import { stopProcess } from '../helpers/process.ts';
-import { api, cleanups, runCleanups, serveCompiled } from './lib.ts';
+import { api, freshHttpsOnly, runCleanups, serveCompiled } from './lib.ts';
 
 const DURATION = Number(process.env.SVC_BENCH_SECONDS ?? 10);
 const CONNECTIONS = 50;
@@ -52,19 +48,7 @@ async function stop(s: Started): Promise<void> {
  * on the PostgreSQL server `serverUrl` when given; makes USERS users and a site-wide key.
  */
 async function startCompiled(serverUrl: string) {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-rest-bench-'));
-  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-  const env: Record<string, string> = {
-    SVC_WEBDAV_PORT: 'off',
-    SVC_FTP_PORT: 'off',
-    SVC_FTPS_PORT: 'off',
-    SVC_SFTP_PORT: 'off',
-  };
-  if (serverUrl) {
-    const fresh = await freshDatabase(serverUrl, 'svc_bench');
-    cleanups.push(() => fresh.drop());
-    env.SVC_DATABASE_URL = fresh.url;
-  }
+  const { dataDir, env } = await freshHttpsOnly(serverUrl, 'svc-rest-bench-');
   const gw = await serveCompiled(dataDir, PASSWORD, env);
   let next = 0;
   await Promise.all(
