@@ -150,6 +150,35 @@ describe(`REST users: search, sort, lockout (${dbKind})`, function () {
       expectError(await get(`search=${'x'.repeat(101)}`), 422, 'processing-failure/model-save-error');
     });
 
+    it('a listed user is the user GET /users/:id shows: flags, groups, root, times', async () => {
+      const g = await gw.request('POST', `${API}/groups`, { headers: site, body: { name: unique('grp') } });
+      expect(g.status, g.text).to.equal(201);
+      const oddName = unique('odd').toLowerCase();
+      const odd = await createUser(gw, {
+        username: oddName,
+        ftp_permission: false,
+        sftp_permission: false,
+        attachments_permission: true,
+        require_password_change: true,
+        site_admin: true,
+        allowed_ips: '127.0.0.0/8',
+        user_root: 'somewhere/',
+        notes: 'listed',
+        group_ids: String((g.json as { id: number }).id),
+      });
+      await login(gw, oddName, 'user-password-1');
+      for (const query of [`search=${oddName}`, `search=${oddName}&sort_by[last_login_at]=desc`]) {
+        const [listed] = users(await get(query));
+        const one = await gw.request('GET', `${API}/users/${odd.id}`, { headers: site });
+        expect(one.status, one.text).to.equal(200);
+        expect(listed).to.deep.equal(one.json);
+        expect(listed).to.include({ ftp_permission: false, site_admin: true, user_root: 'somewhere/' });
+        expect((listed as unknown as { group_ids: string }).group_ids).to.equal(
+          String((g.json as { id: number }).id),
+        );
+      }
+    });
+
     it('is for site admins only', async () => {
       const u = await createUser(gw);
       const session = await login(gw, u.username, u.password);
