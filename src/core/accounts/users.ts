@@ -9,6 +9,7 @@ import { isUniqueViolation } from '../../db/database.ts';
 import { marks, sql, sqlArrays } from '../../db/sql.ts';
 import {
   ClientLoginEntity,
+  epochTime,
   GroupEntity,
   MembershipEntity,
   PermissionEntity,
@@ -174,10 +175,8 @@ function userSortKey(sort: UserSort, u: User): SortKey {
   return [u.last_login_at?.getTime() ?? 0, u.id];
 }
 
-/** VIEW_COLUMNS are the columns of a user that its API view shows, in the order listings read them. */
-const VIEW_COLUMNS = [
-  'id',
-  'username',
+/** SETTABLE are the user's fields a create or update copies as given (the rest are checked or derived). */
+const SETTABLE = [
   'name',
   'email',
   'notes',
@@ -192,6 +191,13 @@ const VIEW_COLUMNS = [
   'site_admin',
   'allowed_ips',
   'user_root',
+] as const satisfies readonly (keyof UserRow)[];
+
+/** VIEW_COLUMNS are the columns of a user that its API view shows, in the order listings read them. */
+const VIEW_COLUMNS = [
+  'id',
+  'username',
+  ...SETTABLE,
   'created_at',
   'last_login_at',
   'locked_until',
@@ -200,36 +206,26 @@ const VIEW_COLUMNS = [
 /** Viewed is what a user's API view is made from. */
 type Viewed = Pick<UserRow, (typeof VIEW_COLUMNS)[number]>;
 
+// The view's columns that the databases answer as 0/1 (SQLite's booleans) and as epoch
+// milliseconds (times; PostgreSQL's bigint as a string), read off the entity's schema.
+const schema = UserEntity.options.columns;
+const FLAGS = new Set<string>(VIEW_COLUMNS.filter((c) => schema[c]?.type === 'boolean'));
+const TIMES = new Set<string>(VIEW_COLUMNS.filter((c) => schema[c]?.transformer === epochTime));
+
 /**
- * viewedRow reads a listing's row of VIEW_COLUMNS: booleans come as 0/1 from SQLite, times as
- * epoch milliseconds (strings from PostgreSQL's bigint).
+ * viewedRow reads a listing's row, an array of VIEW_COLUMNS' values: SQLite answers booleans as
+ * 0 or 1, both databases times as epoch milliseconds (PostgreSQL's bigint as a string).
  */
-function viewedRow(a: unknown[]): Viewed {
-  const time = (v: unknown) => (v === null || v === undefined ? null : new Date(Number(v)));
-  const flag = (v: unknown) => v === true || v === 1 || v === '1';
-  const [id, username, name, email, notes, ftp, web, sftp, dav, restapi, attachments, self, change, admin] =
-    a;
-  return {
-    id: Number(id),
-    username: String(username),
-    name: String(name),
-    email: String(email),
-    notes: String(notes),
-    ftp_permission: flag(ftp),
-    web_permission: flag(web),
-    sftp_permission: flag(sftp),
-    dav_permission: flag(dav),
-    restapi_permission: flag(restapi),
-    attachments_permission: flag(attachments),
-    self_managed: flag(self),
-    require_password_change: flag(change),
-    site_admin: flag(admin),
-    allowed_ips: String(a[14]),
-    user_root: String(a[15]),
-    created_at: time(a[16])!,
-    last_login_at: time(a[17]),
-    locked_until: time(a[18]),
-  };
+function viewedRow(values: unknown[]): Viewed {
+  const row: Record<string, unknown> = {};
+  VIEW_COLUMNS.forEach((column, i) => {
+    const v = values[i];
+    if (FLAGS.has(column)) row[column] = v === true || v === 1 || v === '1';
+    else if (TIMES.has(column)) row[column] = v === null || v === undefined ? null : new Date(Number(v));
+    else if (column === 'id') row[column] = Number(v);
+    else row[column] = v;
+  });
+  return row as Viewed;
 }
 
 /** Users manages user accounts; every call but the bootstrap is for site admins. */
@@ -487,23 +483,7 @@ export class Users {
     ) {
       throw modelSaveError({ require_password_change: ['requires web_permission'] });
     }
-    const copied = [
-      'name',
-      'email',
-      'notes',
-      'ftp_permission',
-      'web_permission',
-      'sftp_permission',
-      'dav_permission',
-      'restapi_permission',
-      'attachments_permission',
-      'self_managed',
-      'require_password_change',
-      'site_admin',
-      'allowed_ips',
-      'user_root',
-    ] as const;
-    for (const key of copied)
+    for (const key of SETTABLE)
       if (data[key] !== undefined) (row as unknown as Record<string, unknown>)[key] = data[key];
     if (hash !== undefined) row.password_hash = hash;
     // A new row keeps updated_at = created_at: "never changed since created" is then exact (site.ts).
