@@ -5,7 +5,7 @@
  * statement and kept. better-sqlite3 keeps the prepared statement by its text (TypeORM's cache),
  * so a hot statement is prepared once.
  */
-import type { EntityManager } from 'typeorm';
+import type { EntityManager, EntitySchema, ValueTransformer } from 'typeorm';
 
 const pgText = new Map<string, string>();
 /** the part of a better-sqlite3 connection and statement that sqlArrays uses (it ships no types) */
@@ -68,4 +68,55 @@ export async function sqlArrays(
 /** marks is `?, ?, …` for an IN list of n values. */
 export function marks(n: number): string {
   return n === 1 ? '?' : `?${', ?'.repeat(n - 1)}`;
+}
+
+/** Reader turns one column's value as a database answers it into what TypeORM would give. */
+type Reader = (value: unknown) => unknown;
+const readers = new WeakMap<object, Map<string, Reader | null>>();
+
+/** readersOf is, by column name, how `entity`'s columns are read (null: as they come), made once. */
+function readersOf(entity: EntitySchema<unknown>): Map<string, Reader | null> {
+  let map = readers.get(entity);
+  if (map) return map;
+  map = new Map();
+  const columns = entity.options.columns as Record<
+    string,
+    { type?: unknown; transformer?: ValueTransformer | ValueTransformer[] } | undefined
+  >;
+  for (const [name, column] of Object.entries(columns)) {
+    const transformer = Array.isArray(column?.transformer) ? undefined : column?.transformer;
+    if (transformer) map.set(name, (v) => transformer.from(v));
+    else if (column?.type === 'boolean') map.set(name, (v) => (v === null ? null : v === true || v === 1));
+    else map.set(name, null);
+  }
+  readers.set(entity, map);
+  return map;
+}
+
+/**
+ * rowOf turns a hand-written statement's row into `entity`'s row type as TypeORM reads one: each
+ * column's transformer applied (epoch milliseconds to a Date, a bigint PostgreSQL answers as a
+ * string to a number) and SQLite's 0/1 booleans made booleans. The row is `values` of `columns`
+ * (sqlArrays), or an object by column name (sql); columns not selected are left out.
+ */
+export function rowOf<T>(
+  entity: EntitySchema<T>,
+  row: Record<string, unknown> | unknown[],
+  columns?: readonly string[],
+): T {
+  const read = readersOf(entity as EntitySchema<unknown>);
+  const out: Record<string, unknown> = {};
+  if (Array.isArray(row)) {
+    for (let i = 0; i < columns!.length; i++) {
+      const name = columns![i]!;
+      const reader = read.get(name);
+      out[name] = reader ? reader(row[i]) : row[i];
+    }
+  } else {
+    for (const name in row) {
+      const reader = read.get(name);
+      out[name] = reader ? reader(row[name]) : row[name];
+    }
+  }
+  return out as T;
 }

@@ -6,10 +6,9 @@ import { createHash } from 'node:crypto';
 import { In, type EntityManager } from 'typeorm';
 import { z } from 'zod';
 import { isUniqueViolation } from '../../db/database.ts';
-import { marks, sql, sqlArrays } from '../../db/sql.ts';
+import { marks, rowOf, sql, sqlArrays } from '../../db/sql.ts';
 import {
   ClientLoginEntity,
-  epochTime,
   GroupEntity,
   MembershipEntity,
   PermissionEntity,
@@ -206,26 +205,9 @@ const VIEW_COLUMNS = [
 /** Viewed is what a user's API view is made from. */
 type Viewed = Pick<UserRow, (typeof VIEW_COLUMNS)[number]>;
 
-// The view's columns that the databases answer as 0/1 (SQLite's booleans) and as epoch
-// milliseconds (times; PostgreSQL's bigint as a string), read off the entity's schema.
-const schema = UserEntity.options.columns;
-const FLAGS = new Set<string>(VIEW_COLUMNS.filter((c) => schema[c]?.type === 'boolean'));
-const TIMES = new Set<string>(VIEW_COLUMNS.filter((c) => schema[c]?.transformer === epochTime));
-
-/**
- * viewedRow reads a listing's row, an array of VIEW_COLUMNS' values: SQLite answers booleans as
- * 0 or 1, both databases times as epoch milliseconds (PostgreSQL's bigint as a string).
- */
+/** viewedRow reads a listing's row, an array of VIEW_COLUMNS' values, as TypeORM would (rowOf). */
 function viewedRow(values: unknown[]): Viewed {
-  const row: Record<string, unknown> = {};
-  VIEW_COLUMNS.forEach((column, i) => {
-    const v = values[i];
-    if (FLAGS.has(column)) row[column] = v === true || v === 1 || v === '1';
-    else if (TIMES.has(column)) row[column] = v === null || v === undefined ? null : new Date(Number(v));
-    else if (column === 'id') row[column] = Number(v);
-    else row[column] = v;
-  });
-  return row as Viewed;
+  return rowOf(UserEntity, values, VIEW_COLUMNS);
 }
 
 /** Users manages user accounts; every call but the bootstrap is for site admins. */
