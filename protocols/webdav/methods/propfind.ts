@@ -3,7 +3,7 @@
  * infinity (and a missing Depth, which means infinity) is refused with `propfind-finite-depth`.
  */
 import { Readable } from 'node:stream';
-import type { Core, Entry } from '../../../src/core/index.ts';
+import type { Core, DeadProperty, Entry } from '../../../src/core/index.ts';
 import { DavCondition } from '../errors.ts';
 import { depthOf, hrefOf, type Method } from '../http.ts';
 import { locksOn, response, type PropRequest, type QName } from '../props.ts';
@@ -11,6 +11,10 @@ import { child, DAV, elements, readXml, XML_HEAD } from '../xml.ts';
 import { GatewayError } from '../../../src/core/index.ts';
 
 const PAGE = 500;
+/** CHUNK is the size, in characters, of the pieces a multistatus is sent in. */
+const CHUNK = 32 * 1024;
+
+type DeadOf = Map<string, DeadProperty[]> | null;
 
 function request(body: Awaited<ReturnType<typeof readXml>>): PropRequest {
   if (!body) return { kind: 'allprop', include: [] };
@@ -45,40 +49,52 @@ export const propfind: Method = async (ctx, core: Core) => {
   const locks = wantsLocks ? await core.dav.locks.affecting(session, path, { descendants: folder }) : [];
   // A child's href is the folder's, then its encoded name (hrefOf would encode the folder again).
   const prefix = path === '' ? '/' : hrefOf(path, true);
-  const page = async (entries: Entry[], children: boolean) => {
-    const dead = wantsDead
+  /** deadOf reads the dead properties of a page of entries at once, when they are wanted. */
+  const deadOf = async (entries: Entry[]) =>
+    wantsDead
       ? await core.dav.properties.getMany(
           session,
           entries.map((e) => e.path),
         )
       : null;
-    return entries
-      .map((entry) =>
-        response(
-          {
-            entry,
-            dead: dead?.get(entry.path) ?? [],
-            locks: locksOn(locks, entry.path),
-            ...(quota === undefined ? {} : { quota }),
-            ...(children
-              ? {
-                  href: `${prefix}${encodeURIComponent(entry.path.slice(entry.path.lastIndexOf('/') + 1))}${entry.type === 'directory' ? '/' : ''}`,
-                }
-              : {}),
-          },
-          req,
-        ),
-      )
-      .join('');
-  };
-  // The first page is built before the status is sent, so its errors still get a proper reply.
-  const first = await page([self], false);
+  /** xmlOf is one entry's `<D:response>`; a folder's children are named by href under the folder's. */
+  const xmlOf = (entry: Entry, dead: DeadOf, children: boolean) =>
+    response(
+      {
+        entry,
+        dead: dead?.get(entry.path) ?? [],
+        locks: locksOn(locks, entry.path),
+        ...(quota === undefined ? {} : { quota }),
+        ...(children
+          ? {
+              href: `${prefix}${encodeURIComponent(entry.path.slice(entry.path.lastIndexOf('/') + 1))}${entry.type === 'directory' ? '/' : ''}`,
+            }
+          : {}),
+      },
+      req,
+    );
+  // The first response is built before the status is sent, so its errors still get a proper reply.
+  const first = xmlOf(self, await deadOf([self]), false);
+  // The body goes out in pieces of about CHUNK characters: a page's text joined whole (200 KiB for
+  // 500 entries) is a string V8 places among old objects, which only a full collection frees, and
+  // a listing of 10,000 entries made 20 of them (issue 13).
   async function* stream(): AsyncGenerator<string> {
-    yield `${XML_HEAD}<D:multistatus xmlns:D="DAV:">${first}`;
-    if (folder) for await (const entries of session.listAll(path, PAGE)) yield await page(entries, true);
-    yield '</D:multistatus>';
+    let out = `${XML_HEAD}<D:multistatus xmlns:D="DAV:">${first}`;
+    if (folder)
+      for await (const entries of session.listAll(path, PAGE)) {
+        const dead = await deadOf(entries);
+        for (const entry of entries) {
+          out += xmlOf(entry, dead, true);
+          if (out.length >= CHUNK) {
+            yield out;
+            out = '';
+          }
+        }
+      }
+    yield `${out}</D:multistatus>`;
   }
   ctx.status = 207;
   ctx.type = 'application/xml; charset=utf-8';
-  ctx.body = Readable.from(stream());
+  // Not object mode: the stream holds about one piece, not 16 of them, while the client reads.
+  ctx.body = Readable.from(stream(), { objectMode: false, highWaterMark: CHUNK });
 };
