@@ -1,14 +1,14 @@
 /**
- * Checkpointer copies SQLite's write-ahead log back into the database file from a worker thread
- * with a connection of its own. SQLite would otherwise checkpoint inside whichever COMMIT crosses
+ * Checkpointer copies SQLite's write-ahead log back into the database file from the background
+ * thread (thread.ts), with a connection of its own there. SQLite would otherwise checkpoint inside whichever COMMIT crosses
  * 1,000 WAL pages, on the event loop: a copy of up to 4 MB and, at synchronous NORMAL, two fsyncs
  * (the WAL before, the database after) that every session on the process waited for. The
- * gateway's connection runs with wal_autocheckpoint = 0 while the worker lives, and gets SQLite's
- * own checkpoints back if the worker dies.
+ * gateway's connection runs with wal_autocheckpoint = 0 while the thread lives, and gets SQLite's
+ * own checkpoints back if the thread dies.
  */
 import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
 import { LogThrottle, type Logger } from '../log.ts';
+import { BackgroundThread, type Channel } from '../thread.ts';
 
 /**
  * EVERY is how many commits go by between checkpoints: about SQLite's own 1,000 pages (an upload
@@ -26,50 +26,66 @@ const EVERY = 64;
  */
 const BEHIND = 2000;
 
-// The worker's code is given as text (eval), so the same file runs under tsx and compiled.
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const Sqlite = require(workerData.driver);
-const db = new Sqlite(workerData.file);
-// NORMAL: the checkpoint syncs the WAL before it copies and the database after, here, off the
-// gateway's event loop; PASSIVE never waits for the gateway's connection.
-db.pragma('synchronous = NORMAL');
-// A checkpoint copies page by page and reads nothing twice: no page cache to hold.
-db.pragma('cache_size = 8');
-parentPort.on('message', (m) => {
-  if (m === 'close') {
-    db.close();
-    parentPort.close();
-    return;
-  }
-  try {
-    const [row] = db.pragma('wal_checkpoint(PASSIVE)');
-    parentPort.postMessage({ ok: true, log: row.log, checkpointed: row.checkpointed });
-  } catch (err) {
-    parentPort.postMessage({ ok: false, error: String(err && err.message || err) });
-  }
-});
-`;
+// The handler's code is text (thread.ts), so the same file runs under tsx and compiled. One
+// thread serves every database of the process (tests open many), each by its file.
+const CHECKPOINT_SOURCE = `(require) => {
+  const dbs = new Map();
+  const open = (m) => {
+    let db = dbs.get(m.file);
+    if (db) return db;
+    const Sqlite = require(m.driver);
+    db = new Sqlite(m.file);
+    dbs.set(m.file, db);
+    // NORMAL: the checkpoint syncs the WAL before it copies and the database after, here, off the
+    // gateway's event loop; PASSIVE never waits for the gateway's connection.
+    db.pragma('synchronous = NORMAL');
+    // A checkpoint copies page by page and reads nothing twice: no page cache to hold.
+    db.pragma('cache_size = 8');
+    return db;
+  };
+  return (m, reply) => {
+    if (m.type === 'open') {
+      // Unanswered: a file that cannot be opened now fails the first checkpoint, which says why.
+      try {
+        open(m);
+      } catch {}
+      return;
+    }
+    try {
+      if (m.type === 'close') {
+        dbs.get(m.file)?.close();
+        dbs.delete(m.file);
+        reply({ ok: true, log: 0, checkpointed: 0 });
+      } else {
+        const [row] = open(m).pragma('wal_checkpoint(PASSIVE)');
+        reply({ ok: true, log: row.log, checkpointed: row.checkpointed });
+      }
+    } catch (err) {
+      reply({ ok: false, error: String((err && err.message) || err) });
+    }
+  };
+}`;
 
 /** Checkpointer runs the checkpoints of one SQLite database file. */
 export class Checkpointer {
   /**
-   * started by `start` (a serving gateway: what it holds open is fixed once it is up) or else at
+   * opened by `start` (a serving gateway: what it holds open is fixed once it is up) or else at
    * the first checkpoint (a CLI run or a test that commits little never needs one)
    */
-  private worker: Worker | null = null;
+  private channel: Channel | null = null;
+  private readonly driver = createRequire(import.meta.url).resolve('better-sqlite3');
   private commits = 0;
   private running = false;
   private closed = false;
   /** whether the last checkpoint left the WAL longer than BEHIND */
   private behind = false;
-  private reply: ((m: Reply) => void) | null = null;
-  private exited: Promise<void> = Promise.resolve();
+  /** the requests posted and not yet answered, in order: the thread answers them in turn */
+  private readonly replies: ((m: Reply) => void)[] = [];
   private readonly throttle = new LogThrottle(60_000);
 
   /**
    * `exclusive` runs a function in the database's queue (no unit of work beside it); `fallBack`
-   * turns SQLite's own checkpoints back on (the worker is gone); `log` hears a failed checkpoint.
+   * turns SQLite's own checkpoints back on (the thread is gone); `log` hears a failed checkpoint.
    */
   constructor(
     private readonly file: string,
@@ -78,37 +94,36 @@ export class Checkpointer {
     private readonly log: Logger | null,
   ) {}
 
-  /** start starts the worker now rather than at the first checkpoint. */
+  /** start opens the connection in the background thread now rather than at the first checkpoint. */
   start(): void {
-    if (!this.closed) this.worker ??= this.spawn();
+    if (!this.closed) this.connect();
   }
 
-  private spawn(): Worker {
-    const file = this.file;
-    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    const worker = new Worker(WORKER_SOURCE, {
-      eval: true,
-      workerData: { file, driver },
-      // It keeps nothing: a small heap is all it needs, and the gateway's memory is measured.
-      resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
-    });
-    // A quiet gateway or a CLI run must not be kept alive by its checkpointer.
-    worker.unref();
-    worker.on('message', (m: Reply) => this.reply?.(m));
-    worker.on('error', (err) => {
-      this.log?.error('database checkpoint worker failed; SQLite checkpoints on commit again', {
-        error: err.message,
-      });
-    });
-    this.exited = new Promise((resolve) =>
-      worker.once('exit', () => {
-        this.reply?.({ ok: false, error: 'the checkpoint worker exited' });
-        if (!this.closed) this.fallBack();
+  private connect(): Channel {
+    if (this.channel) return this.channel;
+    const channel = BackgroundThread.shared().open('checkpoint', CHECKPOINT_SOURCE, {
+      message: (m) => this.replies.shift()?.(m as Reply),
+      exit: (err) => {
+        if (!this.closed) {
+          this.log?.error("the database checkpoints' thread failed; SQLite checkpoints on commit again", {
+            error: err.message,
+          });
+          this.fallBack();
+        }
         this.closed = true;
-        resolve();
-      }),
-    );
-    return worker;
+        for (const reply of this.replies.splice(0)) reply({ ok: false, error: err.message });
+      },
+    });
+    channel.post({ type: 'open', file: this.file, driver: this.driver });
+    return (this.channel = channel);
+  }
+
+  /** ask posts a request to the connection in the thread and gives its answer. */
+  private ask(channel: Channel, type: 'checkpoint' | 'close'): Promise<Reply> {
+    return new Promise<Reply>((resolve) => {
+      this.replies.push(resolve);
+      channel.post({ type, file: this.file, driver: this.driver });
+    });
   }
 
   /** committed counts a commit of the gateway's connection; every EVERY commits a checkpoint starts. */
@@ -119,13 +134,9 @@ export class Checkpointer {
   private run(): void {
     this.running = true;
     this.commits = 0;
-    const worker = (this.worker ??= this.spawn());
+    const channel = this.connect();
     const checkpoint = async () => {
-      const m = await new Promise<Reply>((resolve) => {
-        this.reply = resolve;
-        worker.postMessage('checkpoint');
-      });
-      this.reply = null;
+      const m = await this.ask(channel, 'checkpoint');
       if (m.ok) this.behind = m.log > BEHIND;
       // A full disk fails every checkpoint until it has room: one line a minute says so.
       else if (this.throttle.take(m.error)) this.log?.warn('database checkpoint failed', { error: m.error });
@@ -138,17 +149,22 @@ export class Checkpointer {
       });
   }
 
-  /** close lets a running checkpoint finish, then closes the worker's connection. */
+  /** close lets a running checkpoint finish, then closes the thread's connection to the file. */
   async close(): Promise<void> {
-    if (this.closed) return this.exited;
+    if (this.closed) return;
     this.closed = true;
-    if (!this.worker) return;
-    // Held open until the worker is gone: an unref'd worker would let the process end first.
-    this.worker.ref();
-    this.worker.postMessage('close');
-    await this.exited;
+    const channel = this.channel;
+    if (!channel) return;
+    // Held until the connection is closed: the unref'd thread would let the process end first.
+    const release = channel.hold();
+    try {
+      await this.ask(channel, 'close');
+    } finally {
+      channel.close();
+      release();
+    }
   }
 }
 
-/** Reply is the worker's answer to a checkpoint: the WAL's length and how much of it is copied, in pages. */
+/** Reply is the thread's answer to a checkpoint: the WAL's length and how much of it is copied, in pages. */
 type Reply = { ok: true; log: number; checkpointed: number } | { ok: false; error: string };

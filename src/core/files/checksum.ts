@@ -12,8 +12,8 @@
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import { Transform, type TransformCallback } from 'node:stream';
-import { Worker } from 'node:worker_threads';
 import { crc32 } from 'node:zlib';
+import { BackgroundThread, type Channel } from '../../thread.ts';
 
 /** Digest is a content's hex md5 and its crc32 as 8 hex digits. */
 export interface Digest {
@@ -33,30 +33,29 @@ function hexCrc(crc: number): string {
   return (crc >>> 0).toString(16).padStart(8, '0');
 }
 
-// The worker's code is given as text (eval), so the same file runs under tsx and compiled.
-const WORKER_SOURCE = `
-const { parentPort } = require('node:worker_threads');
-const { createHash } = require('node:crypto');
-const { crc32 } = require('node:zlib');
-const states = new Map();
-parentPort.on('message', (m) => {
-  if (m.type === 'data') {
-    let s = states.get(m.id);
-    if (!s) states.set(m.id, (s = { md5: createHash('md5'), crc: 0 }));
-    const chunk = new Uint8Array(m.buffer, 0, m.length);
-    s.md5.update(chunk);
-    s.crc = crc32(chunk, s.crc);
-    // The batch's memory goes back for reuse: no allocation per MiB, none left to this isolate's GC.
-    parentPort.postMessage({ type: 'ack', id: m.id, buffer: m.buffer }, [m.buffer]);
-  } else if (m.type === 'end') {
-    const s = states.get(m.id) ?? { md5: createHash('md5'), crc: 0 };
-    states.delete(m.id);
-    parentPort.postMessage({ type: 'digest', id: m.id, md5: s.md5.digest('hex'), crc: s.crc });
-  } else if (m.type === 'discard') {
-    states.delete(m.id);
-  }
-});
-`;
+// The handler's code is text (thread.ts), so the same file runs under tsx and compiled.
+const HASH_SOURCE = `(require) => {
+  const { createHash } = require('node:crypto');
+  const { crc32 } = require('node:zlib');
+  const states = new Map();
+  return (m, reply) => {
+    if (m.type === 'data') {
+      let s = states.get(m.id);
+      if (!s) states.set(m.id, (s = { md5: createHash('md5'), crc: 0 }));
+      const chunk = new Uint8Array(m.buffer, 0, m.length);
+      s.md5.update(chunk);
+      s.crc = crc32(chunk, s.crc);
+      // The batch's memory goes back for reuse: no allocation per MiB, none left to this isolate's GC.
+      reply({ type: 'ack', id: m.id, buffer: m.buffer }, [m.buffer]);
+    } else if (m.type === 'end') {
+      const s = states.get(m.id) ?? { md5: createHash('md5'), crc: 0 };
+      states.delete(m.id);
+      reply({ type: 'digest', id: m.id, md5: s.md5.digest('hex'), crc: s.crc });
+    } else if (m.type === 'discard') {
+      states.delete(m.id);
+    }
+  };
+}`;
 
 /** Flow is a checksum's batches in flight and the writers waiting for fewer (kept apart from the
  * Checksum itself, so the worker's table does not keep a forgotten Checksum alive). */
@@ -70,19 +69,16 @@ interface Pending {
   digest?: { resolve: (d: Digest) => void; reject: (err: Error) => void };
 }
 
-/** HashWorker is one worker thread and the checksums it is computing. */
+/** HashWorker is the hashing on one background thread and the checksums it is computing. */
 class HashWorker {
-  private readonly worker: Worker;
+  private readonly channel: Channel;
   readonly pending = new Map<number, Pending>();
   dead: Error | null = null;
 
-  constructor() {
-    this.worker = new Worker(WORKER_SOURCE, { eval: true });
-    // Idle hashing workers must not keep a finished process (a CLI run, a test) alive.
-    this.worker.unref();
-    this.worker.on(
-      'message',
-      (m: { type: string; id: number; md5?: string; crc?: number; buffer?: ArrayBuffer }) => {
+  constructor(thread: BackgroundThread) {
+    this.channel = thread.open('hash', HASH_SOURCE, {
+      message: (message) => {
+        const m = message as { type: string; id: number; md5?: string; crc?: number; buffer?: ArrayBuffer };
         if (m.buffer && spare.length < SPARE) spare.push(m.buffer);
         const p = this.pending.get(m.id);
         if (!p) return;
@@ -94,21 +90,19 @@ class HashWorker {
           p.digest?.resolve({ md5: m.md5!, crc32: hexCrc(m.crc!) });
         }
       },
-    );
-    const fail = (err: Error) => {
-      this.dead ??= err;
-      for (const p of this.pending.values()) {
-        for (const wake of p.flow.waiters.splice(0)) wake();
-        p.digest?.reject(this.dead);
-      }
-      this.pending.clear();
-    };
-    this.worker.on('error', fail);
-    this.worker.on('exit', (code) => fail(new Error(`checksum worker exited with code ${code}`)));
+      exit: (err) => {
+        this.dead ??= err;
+        for (const p of this.pending.values()) {
+          for (const wake of p.flow.waiters.splice(0)) wake();
+          p.digest?.reject(this.dead);
+        }
+        this.pending.clear();
+      },
+    });
   }
 
   post(message: object, transfer?: ArrayBuffer[]): void {
-    this.worker.postMessage(message, transfer ?? []);
+    this.channel.post(message, transfer);
   }
 }
 
@@ -123,12 +117,14 @@ const workers: HashWorker[] = [];
 let nextWorker = 0;
 let nextId = 1;
 
-/** pickWorker spreads checksums over up to (cores − 1) workers: one core stays for the event loop. */
+/** pickWorker spreads checksums over up to (cores − 1) threads: one core stays for the event loop. */
 function pickWorker(): HashWorker {
   const size = Math.max(1, Math.min(4, os.availableParallelism() - 1));
   for (let i = workers.length - 1; i >= 0; i--) if (workers[i]!.dead) workers.splice(i, 1);
   if (workers.length < size) {
-    const w = new HashWorker();
+    // The first shares the process's background thread (with SQLite's checkpoints); more are
+    // threads of their own, on machines with cores to spare.
+    const w = new HashWorker(workers.length === 0 ? BackgroundThread.shared() : new BackgroundThread());
     workers.push(w);
     return w;
   }
