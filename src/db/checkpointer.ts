@@ -1,10 +1,10 @@
 /**
  * Checkpointer copies SQLite's write-ahead log back into the database file from the background
- * thread (thread.ts), with a connection of its own there. SQLite would otherwise checkpoint inside whichever COMMIT crosses
- * 1,000 WAL pages, on the event loop: a copy of up to 4 MB and, at synchronous NORMAL, two fsyncs
- * (the WAL before, the database after) that every session on the process waited for. The
- * gateway's connection runs with wal_autocheckpoint = 0 while the thread lives, and gets SQLite's
- * own checkpoints back if the thread dies.
+ * thread (thread.ts), with a connection of its own there. SQLite would otherwise checkpoint
+ * inside whichever COMMIT crosses 1,000 WAL pages, on the event loop: a copy of up to 4 MB and,
+ * at synchronous NORMAL, two fsyncs (the WAL before, the database after) that every session on
+ * the process waited for. The gateway's connection runs with wal_autocheckpoint = 0 while the
+ * thread lives, and gets SQLite's own checkpoints back if the thread dies.
  */
 import { createRequire } from 'node:module';
 import { LogThrottle, type Logger } from '../log.ts';
