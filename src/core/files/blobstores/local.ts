@@ -17,7 +17,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { access, open, rename, rm, stat, statfs } from 'node:fs/promises';
+import { access, open, rename, rm, stat, statfs, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
@@ -262,7 +262,13 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async delete(id: BlobId): Promise<void> {
-    await rm(this.file(id), { force: true });
+    // One unlink, gone already is fine: rm would lstat the file first and go through its
+    // recursive removal's steps, about 0.15 ms of the event loop for each blob an overwrite frees.
+    try {
+      await unlink(this.file(id));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
   }
 
   async close(): Promise<void> {
