@@ -4,8 +4,13 @@
  * permissions on the path and its ancestors. Site admins and site-wide keys pass every check.
  */
 import type { EntityManager } from 'typeorm';
-import { MembershipEntity, type PermissionLevel, type PermissionRow } from '../../db/entities.ts';
-import { marks, sql } from '../../db/sql.ts';
+import {
+  MembershipEntity,
+  PermissionEntity,
+  type PermissionLevel,
+  type PermissionRow,
+} from '../../db/entities.ts';
+import { marks, rowOf, sql } from '../../db/sql.ts';
 import { GatewayError, type ErrorType } from '../errors.ts';
 import { ancestorsOf } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
@@ -79,7 +84,7 @@ export async function rowsApplyingTo(
   const ancestors = [...new Set(paths.flatMap((path) => ancestorsOf(path)))];
   // One hand-written statement for the user's own rows and their groups': this runs before every
   // file operation, where TypeORM's two built queries cost more than SQLite's work (issue 13).
-  const rows = await sql<Omit<PermissionRow, 'created_at'> & { created_at: number | string }>(
+  const rows = await sql<Record<string, unknown>>(
     em,
     `SELECT id, path, permission, user_id, group_id, created_at FROM permissions
       WHERE path IN (${marks(ancestors.length)})
@@ -88,7 +93,7 @@ export async function rowsApplyingTo(
       ORDER BY path, id`,
     [...ancestors, userId, userId],
   );
-  return rows.map((r) => ({ ...r, created_at: new Date(Number(r.created_at)) }));
+  return rows.map((r) => rowOf(PermissionEntity, r));
 }
 
 /** appliesTo keeps the rows (of rowsApplyingTo) on `path` or one of its ancestors. */

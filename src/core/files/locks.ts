@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { LessThan, type EntityManager } from 'typeorm';
 import { DavLockEntity, type DavLockRow } from '../../db/entities.ts';
-import { marks, sql } from '../../db/sql.ts';
+import { marks, rowOf, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
@@ -44,13 +44,6 @@ export interface LockRequest {
 const covers = (row: DavLockRow, site: string) =>
   row.path === site || (row.depth === 'infinity' && isInside(site, row.path));
 
-type RawLockRow = Omit<DavLockRow, 'user_id' | 'timeout_seconds' | 'created_at' | 'expires_at'> & {
-  user_id: number | string | null;
-  timeout_seconds: number | string;
-  created_at: number | string;
-  expires_at: number | string;
-};
-
 /**
  * liveLocks reads the unexpired locks that cover `site` (on it, or depth infinity on an ancestor),
  * and with `descendants` those on paths below it, in one hand-written statement (db/sql.ts): every
@@ -72,20 +65,14 @@ async function liveLocks(em: EntityManager, site: string, descendants: boolean):
       params.push([...prefix].length, prefix);
     }
   }
-  const rows = await sql<RawLockRow>(
+  const rows = await sql<Record<string, unknown>>(
     em,
     'SELECT token, path, depth, scope, owner, user_id, timeout_seconds, created_at, expires_at ' +
       `FROM dav_locks WHERE expires_at > ? AND (${where})`,
     [Date.now(), ...params],
   );
   return rows
-    .map((r) => ({
-      ...r,
-      user_id: r.user_id === null ? null : Number(r.user_id),
-      timeout_seconds: Number(r.timeout_seconds),
-      created_at: new Date(Number(r.created_at)),
-      expires_at: new Date(Number(r.expires_at)),
-    }))
+    .map((r) => rowOf(DavLockEntity, r))
     .filter((r) => covers(r, site) || (descendants && isInside(r.path, site)));
 }
 

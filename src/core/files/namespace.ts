@@ -9,7 +9,7 @@
  */
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
-import { marks, sql, sqlArrays } from '../../db/sql.ts';
+import { marks, rowOf, sql, sqlArrays } from '../../db/sql.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, baseName, parentOf } from '../paths.ts';
 import { markGarbage } from './blobs.ts';
@@ -73,17 +73,8 @@ export function inSubtree<T extends object>(
 
 // The files columns as FileRow names them; hand-written (db/sql.ts): these run for every file.
 const FILE_COLUMNS = 'id, path, parent, name, type, size, mtime, md5, crc32, blob_id';
-type RawFileRow = Omit<FileRow, 'id' | 'size' | 'mtime'> & {
-  id: number | string;
-  size: number | string | null;
-  mtime: number | string;
-};
-const fileRow = (r: RawFileRow): FileRow => ({
-  ...r,
-  id: Number(r.id),
-  size: r.size === null ? null : Number(r.size),
-  mtime: new Date(Number(r.mtime)),
-});
+type RawFileRow = Record<string, unknown>;
+const fileRow = (r: RawFileRow): FileRow => rowOf(FileEntity, r);
 
 /** getRow finds the row of a site path ('' is the root), or null. */
 export async function getRow(em: EntityManager, path: string): Promise<FileRow | null> {
@@ -103,7 +94,10 @@ export async function getRows(em: EntityManager, paths: readonly string[]): Prom
       `SELECT ${FILE_COLUMNS} FROM files WHERE path IN (${marks(wanted.length)})`,
       wanted,
     );
-    for (const row of rows) out.set(row.path, fileRow(row));
+    for (const raw of rows) {
+      const row = fileRow(raw);
+      out.set(row.path, row);
+    }
   }
   return out;
 }

@@ -25,7 +25,7 @@
 import { randomBytes } from 'node:crypto';
 import { LessThan, type EntityManager } from 'typeorm';
 import { PendingVersionEntity, UserEntity, type PendingVersionRow } from '../../db/entities.ts';
-import { sql } from '../../db/sql.ts';
+import { rowOf, sql } from '../../db/sql.ts';
 import { requireSiteAdmin } from '../access/guards.ts';
 import type { CoreContext } from '../context.ts';
 import type { Principal } from '../principal.ts';
@@ -48,29 +48,14 @@ export async function pendingAt(
 ): Promise<PendingVersionRow | null> {
   if (user === null) return null;
   // Hand-written (db/sql.ts): every stat and upload asks, and almost always hears none.
-  const [r] = await sql<RawPendingRow>(
+  const [r] = await sql<Record<string, unknown>>(
     em,
     'SELECT id, user_id, path, parent, blob_id, size, interface, updated_at, expires_at ' +
       'FROM pending_versions WHERE user_id = ? AND path = ? AND expires_at > ?',
     [user, site, Date.now()],
   );
-  return r
-    ? {
-        ...r,
-        user_id: Number(r.user_id),
-        size: Number(r.size),
-        updated_at: new Date(Number(r.updated_at)),
-        expires_at: new Date(Number(r.expires_at)),
-      }
-    : null;
+  return r ? rowOf(PendingVersionEntity, r) : null;
 }
-
-type RawPendingRow = Omit<PendingVersionRow, 'user_id' | 'size' | 'updated_at' | 'expires_at'> & {
-  user_id: number | string;
-  size: number | string;
-  updated_at: number | string;
-  expires_at: number | string;
-};
 
 /** pendingIn lists `user`'s live pending versions directly inside `folder`. */
 export async function pendingIn(
