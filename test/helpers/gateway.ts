@@ -42,14 +42,19 @@ export async function testConfig(overrides: Record<string, unknown> = {}): Promi
     // A test's stop should not wait out the production drain for a transfer it abandoned.
     shutdown: { grace_seconds: 2 },
   };
-  const config = loadConfig({}, deepMerge(base, overrides));
-  return {
-    config,
-    cleanup: async () => {
-      await db?.drop();
-      rmSync(dir, { recursive: true, force: true });
-    },
+  const cleanup = async () => {
+    await db?.drop();
+    rmSync(dir, { recursive: true, force: true });
   };
+  let config: Config;
+  try {
+    config = loadConfig({}, deepMerge(base, overrides));
+  } catch (err) {
+    // A test of refused settings gets no config, so nothing else would remove these.
+    await cleanup();
+    throw err;
+  }
+  return { config, cleanup };
 }
 
 function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -74,7 +79,12 @@ export interface TestCore {
 /** openTestCore opens a core for unit tests. */
 export async function openTestCore(overrides: Record<string, unknown> = {}): Promise<TestCore> {
   const { config, cleanup } = await testConfig(overrides);
-  const core = await createCore(config, createLogger('error', { silent: true }));
+  const core = await createCore(config, createLogger('error', { silent: true })).catch(
+    async (err: unknown) => {
+      await cleanup();
+      throw err;
+    },
+  );
   return {
     core,
     config,
@@ -122,6 +132,9 @@ export async function startTestGateway(overrides: Record<string, unknown> = {}):
   const { config, cleanup } = await testConfig(overrides);
   const gateway = await startGateway(config, createLogger('error', { silent: true }), {
     announce: () => undefined,
+  }).catch(async (err: unknown) => {
+    await cleanup();
+    throw err;
   });
   const port = gateway.ports.https!;
   const ca = readFileSync(path.join(config.data_dir, 'tls', 'cert.pem'));
