@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { webBuildIsFresh } from '../../bin/built.js';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
@@ -14,11 +15,12 @@ export const CHROMIUM = '/usr/bin/chromium';
 export const SCREENS = path.resolve('.tmp/web-screens');
 
 /**
- * buildPage bundles the page as `npm run compile` does (protocols/web/build.js), so a browser test
+ * buildPage bundles the page as `npm run compile` does (protocols/web/build.js) unless dist/web is current, so a browser test
  * sees the current sources, and makes the screenshots' folder.
  */
 export function buildPage(): void {
   mkdirSync(SCREENS, { recursive: true });
+  if (webBuildIsFresh()) return;
   const built = spawnSync(process.execPath, ['protocols/web/build.js'], { encoding: 'utf8' });
   if (built.status !== 0) throw new Error(`protocols/web/build.js failed: ${built.stderr}`);
 }

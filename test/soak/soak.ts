@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { serverBuildIsFresh } from '../../bin/built.js';
 import { freshDatabase, type FreshDatabase } from '../helpers/database.ts';
 import { serveProcess, stopProcess, type ServedProcess } from '../helpers/process.ts';
 import {
@@ -150,10 +151,11 @@ function diskBytes(dir: string): number {
 }
 
 /**
- * compile runs `npm run compile`, so that bin/svc-gateway.js runs the compiled build of these
+ * compile runs `npm run compile` unless dist/ is current, so that bin/svc-gateway.js runs the compiled build of these
  * sources (it falls back to tsx when dist/ is stale, which is not what an operator runs).
  */
 function compile(print: (line: string) => void): void {
+  if (serverBuildIsFresh()) return print('soak: the compiled build is current');
   print('soak: npm run compile');
   const r = spawnSync('npm', ['run', 'compile'], { cwd: ROOT, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`npm run compile failed: ${r.stdout}${r.stderr}`);
