@@ -15,8 +15,8 @@ export const CHROMIUM = '/usr/bin/chromium';
 export const SCREENS = path.resolve('.tmp/web-screens');
 
 /**
- * buildPage bundles the page as `npm run compile` does (protocols/web/build.js) unless dist/web is current, so a browser test
- * sees the current sources, and makes the screenshots' folder.
+ * buildPage makes the screenshots' folder and, unless dist/web is current, bundles the page as
+ * `npm run compile` does (protocols/web/build.js), so a browser test sees the current sources.
  */
 export function buildPage(): void {
   mkdirSync(SCREENS, { recursive: true });

@@ -151,8 +151,9 @@ function diskBytes(dir: string): number {
 }
 
 /**
- * compile runs `npm run compile` unless dist/ is current, so that bin/svc-gateway.js runs the compiled build of these
- * sources (it falls back to tsx when dist/ is stale, which is not what an operator runs).
+ * compile runs `npm run compile` unless dist/ is current, so that bin/svc-gateway.js runs the
+ * compiled build of these sources (it falls back to tsx when dist/ is stale, which is not what an
+ * operator runs).
  */
 function compile(print: (line: string) => void): void {
   if (serverBuildIsFresh()) return print('soak: the compiled build is current');
