@@ -74,7 +74,25 @@ export function etagXml(entry: Entry): string {
 }
 
 const etagBody = (entry: Entry) =>
-  `${entry.md5 ?? 'x'}-${(entry.size ?? 0).toString(36)}-${entry.mtime.getTime().toString(36)}`;
+  `${entry.md5 ?? 'x'}-${base36(entry.size ?? 0)}-${base36(entry.mtime.getTime())}`;
+
+const DIGITS = '0123456789abcdefghijklmnopqrstuvwxyz';
+
+/**
+ * base36 is `n.toString(36)`, by hand for whole numbers: V8's radix conversion handles fractions
+ * and took about 0.3 µs a number, two per entry of a listing.
+ */
+function base36(n: number): string {
+  if (!Number.isSafeInteger(n)) return n.toString(36);
+  let rest = Math.abs(n);
+  let out = rest === 0 ? '0' : '';
+  while (rest > 0) {
+    const q = Math.floor(rest / 36);
+    out = DIGITS[rest - q * 36]! + out;
+    rest = q;
+  }
+  return n < 0 ? `-${out}` : out;
+}
 
 /** Depth is RFC 4918's Depth header. */
 export type Depth = '0' | '1' | 'infinity';
@@ -134,14 +152,58 @@ export const isCollection = (e: Entry) => e.type === 'directory';
 
 /** httpDate formats a date for Last-Modified and getlastmodified (whole seconds: toUTCString drops the rest). */
 export function httpDate(d: Date): string {
-  return d.toUTCString();
+  const t = utcOf(d.getTime());
+  return t
+    ? `${WEEKDAYS[t.weekday]}, ${TWO_DIGITS[t.day]} ${MONTHS[t.month - 1]} ${t.year} ${t.time} GMT`
+    : d.toUTCString();
 }
 
 /** isoDate formats a date for creationdate (RFC 3339, whole seconds). */
 export function isoDate(d: Date): string {
+  const t = utcOf(d.getTime());
+  if (t) return `${t.year}-${TWO_DIGITS[t.month]}-${TWO_DIGITS[t.day]}T${t.time}Z`;
   const iso = d.toISOString();
-  // Years 0-9999 have the fixed form; others (±YYYYYY) keep theirs, without the milliseconds.
+  // Other years than 1000-9999: ±YYYYYY (or 0YYY) as toISOString writes them, without the milliseconds.
   return iso.length === 24 ? `${iso.slice(0, 19)}Z` : iso.replace(/\.\d{3}Z$/, 'Z');
+}
+
+const WEEKDAYS = ['Thu', 'Fri', 'Sat', 'Sun', 'Mon', 'Tue', 'Wed']; // from 1970-01-01, a Thursday
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const TWO_DIGITS = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, '0'));
+
+/**
+ * utcOf is a time's calendar fields in UTC for years 1000-9999 (null for others), by arithmetic
+ * (Howard Hinnant's civil_from_days): a listing writes two dates per entry, and Date's own
+ * toUTCString and toISOString took about 0.8 µs for the pair, twice this.
+ */
+function utcOf(
+  ms: number,
+): { weekday: number; year: number; month: number; day: number; time: string } | null {
+  if (!Number.isFinite(ms)) return null;
+  const seconds = Math.floor(ms / 1000);
+  const days = Math.floor(seconds / 86400);
+  const second = seconds - days * 86400;
+  // Days since 0000-03-01 in 400-year eras, so that a leap day ends its year.
+  const z = days + 719468;
+  const era = Math.floor(z / 146097);
+  const doe = z - era * 146097;
+  const yoe = Math.floor(
+    (doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365,
+  );
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const month = mp < 10 ? mp + 3 : mp - 9;
+  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  if (year < 1000 || year > 9999) return null;
+  const hour = Math.floor(second / 3600);
+  const minute = Math.floor((second - hour * 3600) / 60);
+  return {
+    weekday: ((days % 7) + 7) % 7,
+    year,
+    month,
+    day: doy - Math.floor((153 * mp + 2) / 5) + 1,
+    time: `${TWO_DIGITS[hour]}:${TWO_DIGITS[minute]}:${TWO_DIGITS[second - hour * 3600 - minute * 60]}`,
+  };
 }
 
 /** MAX_TIME_MS is the largest distance from 1970 a JavaScript Date can hold (ECMA-262 §21.4.1.1). */
