@@ -173,7 +173,11 @@ export class WriteHandle {
   async put(source: Readable, opts: { signal?: AbortSignal; drain?: boolean } = {}): Promise<void> {
     this.live();
     const hasher = new Hasher();
-    // Listened to before the first await: a body that fails meanwhile must not be unhandled.
+    // Listened to before the first await: a body that fails meanwhile must not be unhandled. Its
+    // error passes to the hasher, whose failure reaches this caller through the store's put; until
+    // the store has the hasher (after the blob's record is made), an 'error' on it with no listener
+    // would stop the process: a browser closed mid-upload did.
+    hasher.on('error', () => undefined);
     source.once('error', (err) => hasher.destroy(err));
     const blob = await this.scope.blobs.create().catch((err: unknown) => {
       source.destroy();
@@ -181,6 +185,9 @@ export class WriteHandle {
     });
     let digest: Digest;
     try {
+      // A body that failed or was cut while the record was made: the store would wait for it forever.
+      if (source.destroyed || hasher.destroyed)
+        throw source.errored ?? hasher.errored ?? new Error('The body ended before it was read');
       await this.scope.store.put(
         blob.blobId,
         source.pipe(hasher),

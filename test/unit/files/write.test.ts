@@ -1,0 +1,63 @@
+/**
+ * The write pipeline (src/core/files/write.ts) when the client's body fails: whenever it fails, the
+ * upload ends with an error for its caller, never an unhandled one that stops the process (a
+ * browser tab closed mid-upload did, while the blob's record was still being made).
+ */
+import { expect } from 'chai';
+import { Readable } from 'node:stream';
+import { operatorPrincipal } from '../../../src/core/index.ts';
+import { openTestCore, type TestCore } from '../../helpers/gateway.ts';
+
+describe('the write pipeline when the body fails', () => {
+  let t: TestCore;
+  before(async () => {
+    t = await openTestCore();
+  });
+  after(async () => t.close());
+
+  const session = () => t.core.files.session(operatorPrincipal());
+
+  const reset = () => Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+
+  it('a body that fails while the blob is being made (before a byte is read): put rejects, no file', async () => {
+    const handle = await session().openWrite('cut-early.bin');
+    const source = new Readable({ read() {} });
+    // put's first await makes the blob's record; the connection is reset meanwhile.
+    setImmediate(() => source.destroy(reset()));
+    const err = await handle.put(source).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err, 'put must reject').to.be.instanceOf(Error);
+    await handle.abort();
+    expect(
+      await session()
+        .stat('cut-early.bin')
+        .catch(() => null),
+    ).to.equal(null);
+  });
+
+  it('a body that fails after some bytes: put rejects, no file', async () => {
+    const handle = await session().openWrite('cut-late.bin');
+    let sent = false;
+    const source = new Readable({
+      read() {
+        if (!sent) {
+          sent = true;
+          this.push(Buffer.alloc(100_000, 1));
+        } else this.destroy(reset());
+      },
+    });
+    const err = await handle.put(source).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err, 'put must reject').to.be.instanceOf(Error);
+    await handle.abort();
+    expect(
+      await session()
+        .stat('cut-late.bin')
+        .catch(() => null),
+    ).to.equal(null);
+  });
+});
