@@ -411,14 +411,14 @@ export class Database {
         try {
           value = await run();
         } catch (err) {
-          // Another process on the same SQLite file (the CLI beside a serving gateway) committed
-          // between this unit's first read and its first write: SQLite refuses that write at once
-          // (SQLITE_BUSY_SNAPSHOT, which no busy timeout waits out) and the transaction is rolled
-          // back. A unit of work is database statements only, so it runs again, this time taking
-          // the write lock as it begins (waiting up to the busy timeout for it), so that it cannot
-          // be overtaken again. Only then: an immediate BEGIN would also make units that only read
-          // wait for, and fail on, a lock that reads need not wait for.
-          if (!this.immediate || driverCode(err) !== 'SQLITE_BUSY_SNAPSHOT') throw err;
+          // Another process on the same SQLite file (the CLI beside a serving gateway) wrote
+          // between this unit's first read and its first write, and SQLite refused that write at
+          // once (see overtaken) and the transaction is rolled back. A unit of work is database
+          // statements only, so it runs again, this time taking the write lock as it begins
+          // (waiting up to the busy timeout for it), so that it cannot be overtaken again. Only
+          // then: an immediate BEGIN would also make units that only read wait for, and fail on,
+          // a lock that reads need not wait for.
+          if (!this.immediate || !overtaken(err)) throw err;
           this.immediate.next = true;
           value = await run();
         }
@@ -461,7 +461,7 @@ export class Database {
         done.push({ u, started, value, hooks: ems.flatMap((em) => takeHooks(em) ?? []) });
       } catch (err) {
         for (const em of ems) dropHooks(em);
-        if (!db.inTransaction || driverCode(err) === 'SQLITE_BUSY_SNAPSHOT') {
+        if (!db.inTransaction || overtaken(err)) {
           broken = true;
           break;
         }
@@ -564,6 +564,17 @@ function immediateBegin(source: DataSource): { next: boolean } {
     return query('BEGIN IMMEDIATE TRANSACTION', ...rest);
   };
   return flag;
+}
+
+/**
+ * overtaken tells whether SQLite refused a transaction's write because another process on the file
+ * wrote first: it committed since this transaction's first read (SQLITE_BUSY_SNAPSHOT), or it holds
+ * the write lock just then (SQLITE_BUSY: SQLite calls no busy handler for a transaction that has
+ * read already, since two such waiting on each other would deadlock). No busy timeout waits either out.
+ */
+function overtaken(err: unknown): boolean {
+  const code = driverCode(err);
+  return code === 'SQLITE_BUSY_SNAPSHOT' || code === 'SQLITE_BUSY';
 }
 
 /** driverCode is the database driver's code of a failed statement (PostgreSQL's SQLSTATE, SQLite's name). */

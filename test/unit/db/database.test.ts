@@ -59,8 +59,10 @@ describe(`database layer (${dbKind})`, () => {
     it('a unit of work that reads, then writes, waits for another process writing the same file', async function () {
       this.timeout(20_000);
       // The CLI beside a serving gateway: another process commits between this unit's read and
-      // its write. A deferred BEGIN fails that write at once (SQLITE_BUSY_SNAPSHOT; CI saw it
-      // as `billing import` answering database-unavailable); the gateway's waits its turn.
+      // its write, or holds the write lock just then. A deferred BEGIN fails that write at once
+      // (SQLITE_BUSY_SNAPSHOT, or SQLITE_BUSY: SQLite calls no busy handler for a transaction
+      // that has read already; CI saw both as database-unavailable); the gateway's waits its turn.
+      // The other process holds the lock 2 ms of every 4, as a slow writer on a loaded machine does.
       const file = path.join(t.config.data_dir, 'gateway.sqlite');
       const writer = spawn(
         process.execPath,
@@ -69,20 +71,23 @@ describe(`database layer (${dbKind})`, () => {
           `const db = new (require('better-sqlite3'))(${JSON.stringify(file)}, { timeout: 5000 });
            const insert = db.prepare("INSERT INTO groups (name, notes, created_at) VALUES (?, '', datetime('now'))");
            let i = 0;
-           const t = setInterval(() => { insert.run('other' + i++); if (i === 1) console.log('writing'); if (i === 150) { clearInterval(t); db.close(); } }, 4);`,
+           const slowly = db.transaction((name) => { insert.run(name); const until = Date.now() + 2; while (Date.now() < until); });
+           const t = setInterval(() => { slowly('other' + i++); if (i === 1) console.log('writing'); if (i === 150) { clearInterval(t); db.close(); } }, 4);`,
         ],
         { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
       );
       const exited = new Promise<number | null>((resolve) => writer.on('exit', resolve));
       await new Promise((resolve) => writer.stdout.once('data', resolve));
       const db = dbOf(t.core);
-      for (let i = 0; i < 10; i++) {
-        await db.work(async (em) => {
+      const mine = (i: number) =>
+        db.work(async (em) => {
           await em.count(GroupEntity);
           await sleep(20);
           await em.insert(GroupEntity, group(`mine${i}`));
         });
-      }
+      // Five alone, then five queued together (on SQLite one transaction, a savepoint each).
+      for (let i = 0; i < 5; i++) await mine(i);
+      await Promise.all([5, 6, 7, 8, 9].map(mine));
       expect(await exited).to.equal(0);
       const names = await groupNames();
       expect(names.filter((n) => n.startsWith('mine'))).to.have.length(10);
