@@ -6,6 +6,7 @@
  * so a hot statement is prepared once.
  */
 import type { EntityManager, EntitySchema, ValueTransformer } from 'typeorm';
+import type { DatabaseKind } from './database.ts';
 
 const pgText = new Map<string, string>();
 /** the part of a better-sqlite3 connection and statement that sqlArrays uses (it ships no types) */
@@ -63,6 +64,16 @@ export async function sqlArrays(
     if (statements.size < 1000) statements.set(text, statement);
   }
   return statement.all(...params) as unknown[][];
+}
+
+/**
+ * bytewise makes a text expression compare by code point on both databases: SQLite's BINARY
+ * collation does; PostgreSQL would otherwise use its own collation. Range tests on paths (`a/` ≤
+ * path < `a0` for everything inside `a`) rely on it; their PostgreSQL indexes are built
+ * `COLLATE "C"` (migrations 0008, 0015), so such tests are written through this to use them.
+ */
+export function bytewise(kind: DatabaseKind, expr: string): string {
+  return kind === 'postgres' ? `${expr} COLLATE "C"` : expr;
 }
 
 /** marks is `?, ?, …` for an IN list of n values. */

@@ -49,9 +49,12 @@ export const propfind: Method = async (ctx, core: Core) => {
   const locks = wantsLocks ? await core.dav.locks.affecting(session, path, { descendants: folder }) : [];
   // A child's href is the folder's, then its encoded name (hrefOf would encode the folder again).
   const prefix = path === '' ? '/' : hrefOf(path, true);
+  // A folder's children are looked up page by page only if something inside it has dead
+  // properties at all (most folders: none; 5 ms of a 10,000-entry listing).
+  const childrenDead = wantsDead && folder && (await core.dav.properties.anyInside(session, path));
   /** deadOf reads the dead properties of a page of entries at once, when they are wanted. */
-  const deadOf = async (entries: Entry[]) =>
-    wantsDead
+  const deadOf = async (entries: Entry[], wanted = wantsDead) =>
+    wanted
       ? await core.dav.properties.getMany(
           session,
           entries.map((e) => e.path),
@@ -82,7 +85,7 @@ export const propfind: Method = async (ctx, core: Core) => {
     let out = `${XML_HEAD}<D:multistatus xmlns:D="DAV:">${first}`;
     if (folder)
       for await (const entries of session.listAll(path, PAGE)) {
-        const dead = await deadOf(entries);
+        const dead = await deadOf(entries, childrenDead);
         for (const entry of entries) {
           out += xmlOf(entry, dead, true);
           if (out.length >= CHUNK) {

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
 import { ACTION_NAMES } from '../../config.ts';
 import { ActionEntity, UserEntity, type ActionRow } from '../../db/entities.ts';
+import { bytewise } from '../../db/sql.ts';
 import { requireFullKey, requireSiteAdmin } from '../access/guards.ts';
 import { rightsOn } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
@@ -468,13 +469,9 @@ export class History {
     }
   }
 
-  /**
-   * binary makes a text expression compare by code point on both databases: SQLite's BINARY
-   * collation does; PostgreSQL would otherwise use its collation. The path indexes (migration
-   * 0008) are built on `COLLATE "C"`, so every path test is written through this to use them.
-   */
+  /** binary is bytewise (db/sql.ts) on this core's database: every path test uses the path indexes. */
   private binary(expr: string): string {
-    return this.ctx.db.kind === 'postgres' ? `${expr} COLLATE "C"` : expr;
+    return bytewise(this.ctx.db.kind, expr);
   }
 
   /**

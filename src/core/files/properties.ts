@@ -5,7 +5,7 @@
  */
 import type { EntityManager } from 'typeorm';
 import { DavPropertyEntity, FileEntity } from '../../db/entities.ts';
-import { marks, sql } from '../../db/sql.ts';
+import { bytewise, marks, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import type { BlobStore } from './blobstore.ts';
@@ -81,6 +81,23 @@ export class Properties {
     private readonly ctx: CoreContext,
     private readonly store: BlobStore,
   ) {}
+
+  /**
+   * anyInside tells whether anything inside a folder of the session, at any depth, has dead
+   * properties: one probe of a path index (migration 0015), so that PROPFIND reads them page by
+   * page (getMany) only for folders where some clients stored any.
+   */
+  async anyInside(session: SessionScope, folder: string): Promise<boolean> {
+    const site = joinPath(session.root, folder);
+    const path = bytewise(this.ctx.db.kind, 'path');
+    // Everything inside `a` lies between `a/` and `a0` ('0' follows '/'); inside the root, every path but ''.
+    const [where, params] =
+      site === '' ? [`${path} > ?`, ['']] : [`${path} >= ? AND ${path} < ?`, [`${site}/`, `${site}0`]];
+    const rows = await this.ctx.db.read((em) =>
+      sql(em, `SELECT 1 AS found FROM dav_properties WHERE ${where} LIMIT 1`, params),
+    );
+    return rows.length > 0;
+  }
 
   /**
    * getMany reads the dead properties of several entries of one session (a PROPFIND page): their

@@ -12,6 +12,7 @@ import { PendingVersions1764979200000 } from './0011-pending-versions.ts';
 import { Bundles1765065600000 } from './0012-bundles.ts';
 import { Connections1765152000000 } from './0013-connections.ts';
 import { PermissionPathIndex1765238400000 } from './0014-permission-path-index.ts';
+import { DavPropertiesPathIndex1765324800000 } from './0015-dav-properties-path-index.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -29,4 +30,5 @@ export const migrations = [
   Bundles1765065600000,
   Connections1765152000000,
   PermissionPathIndex1765238400000,
+  DavPropertiesPathIndex1765324800000,
 ];

@@ -379,6 +379,50 @@ describe(`WebDAV front end (${dbKind})`, () => {
       expect(got.text).to.equal('');
     });
 
+    it("lists the dead properties of a folder's children in a Depth 1 PROPFIND, and only theirs", async () => {
+      const set = (value: string) =>
+        `<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="http://ex/"><D:set><D:prop><Z:color>${value}</Z:color></D:prop></D:set></D:propertyupdate>`;
+      for (const folder of ['/dp', '/dp/sub', '/dp-none'])
+        expect((await f.dav('MKCOL', folder)).status).to.equal(201);
+      for (const file of ['/dp/a.txt', '/dp/b.txt', '/dp/sub/deep.txt', '/dp-none/x.txt', '/dp-top.txt'])
+        expect((await f.dav('PUT', file, { body: 'x' })).status).to.equal(201);
+      /** colorsIn is each child's color in a listing of `folder` (allprop, as Explorer asks), by href. */
+      const colorsIn = async (folder: string) => {
+        const r = await f.dav('PROPFIND', folder, { headers: { Depth: '1' } });
+        expect(r.status, r.text).to.equal(207);
+        const out: Record<string, string | null> = {};
+        for (const part of r.text.split('<D:response>').slice(1)) {
+          const href = /<D:href>([^<]*)<\/D:href>/.exec(part)![1]!;
+          out[href] = /<color xmlns="http:\/\/ex\/">([^<]*)<\/color>/.exec(part)?.[1] ?? null;
+        }
+        return out;
+      };
+      // Only a grandchild has one: the listing of /dp shows none.
+      expect((await f.dav('PROPPATCH', '/dp/sub/deep.txt', { body: set('deep') })).status).to.equal(207);
+      expect(await colorsIn('/dp')).to.deep.equal({
+        '/dp/': null,
+        '/dp/a.txt': null,
+        '/dp/b.txt': null,
+        '/dp/sub/': null,
+      });
+      expect((await colorsIn('/dp/sub'))['/dp/sub/deep.txt']).to.equal('deep');
+      expect((await f.dav('PROPPATCH', '/dp/b.txt', { body: set('blue') })).status).to.equal(207);
+      expect((await f.dav('PROPPATCH', '/dp', { body: set('folder') })).status).to.equal(207);
+      expect(await colorsIn('/dp')).to.deep.equal({
+        '/dp/': 'folder',
+        '/dp/a.txt': null,
+        '/dp/b.txt': 'blue',
+        '/dp/sub/': null,
+      });
+      expect(await colorsIn('/dp-none')).to.deep.equal({ '/dp-none/': null, '/dp-none/x.txt': null });
+      // The user's root (a folder of the site) lists its children's too.
+      expect((await f.dav('PROPPATCH', '/dp-top.txt', { body: set('top') })).status).to.equal(207);
+      const top = await colorsIn('/');
+      expect(top['/dp-top.txt']).to.equal('top');
+      expect(top['/dp/']).to.equal('folder');
+      expect(top['/dp-none/']).to.equal(null);
+    });
+
     it('keeps dead properties through MOVE and drops them on DELETE', async () => {
       await f.dav('PUT', '/p.txt', { body: 'p' });
       const set = `<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="http://ex/"><D:set><D:prop><Z:color>blue &amp; <Z:b>bold</Z:b></Z:color></D:prop></D:set></D:propertyupdate>`;
