@@ -50,8 +50,8 @@ export const propfind: Method = async (ctx, core: Core) => {
   // A child's href is the folder's, then its encoded name (hrefOf would encode the folder again).
   const prefix = path === '' ? '/' : hrefOf(path, true);
   // A folder's children are looked up page by page only if something inside it has dead
-  // properties at all (most folders: none; 5 ms of a 10,000-entry listing).
-  const childrenDead = wantsDead && folder && (await core.dav.properties.anyInside(session, path));
+  // properties at all (most folders: none; 5 ms of a 10,000-entry listing), asked at the first page.
+  let childrenDead: boolean | undefined;
   /** deadOf reads the dead properties of a page of entries at once, when they are wanted. */
   const deadOf = async (entries: Entry[], wanted = wantsDead) =>
     wanted
@@ -85,6 +85,7 @@ export const propfind: Method = async (ctx, core: Core) => {
     let out = `${XML_HEAD}<D:multistatus xmlns:D="DAV:">${first}`;
     if (folder)
       for await (const entries of session.listAll(path, PAGE)) {
+        childrenDead ??= wantsDead && (await core.dav.properties.anyInside(session, path));
         const dead = await deadOf(entries, childrenDead);
         for (const entry of entries) {
           out += xmlOf(entry, dead, true);

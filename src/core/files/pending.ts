@@ -40,6 +40,8 @@ export function ownerOf(principal: Principal): number | null {
   return principal.user?.id ?? null;
 }
 
+const PENDING_COLUMNS = 'id, user_id, path, parent, blob_id, size, interface, updated_at, expires_at';
+
 /** pendingAt is `user`'s pending version of `site`, if any (expired ones no longer count). */
 export async function pendingAt(
   em: EntityManager,
@@ -50,8 +52,7 @@ export async function pendingAt(
   // Hand-written (db/sql.ts): every stat and upload asks, and almost always hears none.
   const [r] = await sql<Record<string, unknown>>(
     em,
-    'SELECT id, user_id, path, parent, blob_id, size, interface, updated_at, expires_at ' +
-      'FROM pending_versions WHERE user_id = ? AND path = ? AND expires_at > ?',
+    `SELECT ${PENDING_COLUMNS} FROM pending_versions WHERE user_id = ? AND path = ? AND expires_at > ?`,
     [user, site, Date.now()],
   );
   return r ? rowOf(PendingVersionEntity, r) : null;
@@ -64,8 +65,14 @@ export async function pendingIn(
   folder: string,
 ): Promise<PendingVersionRow[]> {
   if (user === null) return [];
-  const rows = await em.findBy(PendingVersionEntity, { user_id: user, parent: folder });
-  return rows.filter((r) => r.expires_at.getTime() > Date.now());
+  // Hand-written as pendingAt: every listing asks (a WebDAV client's PROPFIND of a small folder
+  // spent about a twentieth of its time in the query builder here).
+  const rows = await sql<Record<string, unknown>>(
+    em,
+    `SELECT ${PENDING_COLUMNS} FROM pending_versions WHERE user_id = ? AND parent = ? AND expires_at > ?`,
+    [user, folder, Date.now()],
+  );
+  return rows.map((r) => rowOf(PendingVersionEntity, r));
 }
 
 /** dropPending deletes `user`'s pending version of `site`, in the caller's unit of work; its blob becomes garbage. */

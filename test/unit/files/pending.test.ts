@@ -215,8 +215,13 @@ describe(`pending versions of cut uploads (${dbKind})`, () => {
     await dbOf(t.core).work((em) =>
       em.update(PendingVersionEntity, { id: row!.id }, { expires_at: new Date(Date.now() - 1000) }),
     );
-    // Expired: no longer seen, even before the sweep.
+    // Expired: no longer seen, even before the sweep: not by stat, nor in a listing.
     await expectError(as(alice).stat(path), 'not-found/file-not-found');
+    const listed = await as(alice).list('', { sort: 'path', direction: 'asc', offset: 0, limit: 1000 });
+    expect(listed.map((e) => e.path)).to.not.include(path);
+    const streamed: string[] = [];
+    for await (const page of as(alice).listAll('', 500)) streamed.push(...page.map((e) => e.path));
+    expect(streamed).to.not.include(path);
     await filesOf(t.core).collectGarbage();
     await filesOf(t.core).blobs.idle();
     expect((await pendingRows()).filter((r) => r.path === path)).to.deep.equal([]);
