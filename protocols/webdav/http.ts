@@ -65,14 +65,6 @@ export function etagOf(entry: Entry): string | null {
   return `"${etagBody(entry)}"`;
 }
 
-/**
- * etagXml is a file's ETag as XML text, for getetag: its quotes are its only characters XML
- * escapes (hex, base-36 digits and dashes between), so a listing writes them escaped directly.
- */
-export function etagXml(entry: Entry): string {
-  return `&quot;${etagBody(entry)}&quot;`;
-}
-
 const etagBody = (entry: Entry) =>
   `${entry.md5 ?? 'x'}-${base36(entry.size ?? 0)}-${base36(entry.mtime.getTime())}`;
 
@@ -154,31 +146,41 @@ export const isCollection = (e: Entry) => e.type === 'directory';
 export function httpDate(d: Date): string {
   const t = utcOf(d.getTime());
   return t
-    ? `${WEEKDAYS[t.weekday]}, ${TWO_DIGITS[t.day]} ${MONTHS[t.month - 1]} ${t.year} ${t.time} GMT`
+    ? `${WEEKDAYS[t.weekday]}, ${TWO_DIGITS[t.day]} ${MONTHS[t.month - 1]} ${t.year} ${clockOf(t)} GMT`
     : d.toUTCString();
 }
 
 /** isoDate formats a date for creationdate (RFC 3339, whole seconds). */
 export function isoDate(d: Date): string {
   const t = utcOf(d.getTime());
-  if (t) return `${t.year}-${TWO_DIGITS[t.month]}-${TWO_DIGITS[t.day]}T${t.time}Z`;
+  if (t) return `${t.year}-${TWO_DIGITS[t.month]}-${TWO_DIGITS[t.day]}T${clockOf(t)}Z`;
   const iso = d.toISOString();
   // Other years than 1000-9999: ±YYYYYY (or 0YYY) as toISOString writes them, without the milliseconds.
   return iso.length === 24 ? `${iso.slice(0, 19)}Z` : iso.replace(/\.\d{3}Z$/, 'Z');
 }
 
-const WEEKDAYS = ['Thu', 'Fri', 'Sat', 'Sun', 'Mon', 'Tue', 'Wed']; // from 1970-01-01, a Thursday
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+/** WEEKDAYS are the weekdays' names from 1970-01-01, a Thursday (UtcFields.weekday). */
+export const WEEKDAYS = ['Thu', 'Fri', 'Sat', 'Sun', 'Mon', 'Tue', 'Wed'];
+export const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
 const TWO_DIGITS = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, '0'));
+
+/** UtcFields are a time's calendar fields in UTC: month 1-12, weekday 0 for Thursday (WEEKDAYS). */
+export interface UtcFields {
+  weekday: number;
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+}
 
 /**
  * utcOf is a time's calendar fields in UTC for years 1000-9999 (null for others), by arithmetic
  * (Howard Hinnant's civil_from_days): a listing writes two dates per entry, and Date's own
  * toUTCString and toISOString took about 0.8 µs for the pair, twice this.
  */
-function utcOf(
-  ms: number,
-): { weekday: number; year: number; month: number; day: number; time: string } | null {
+export function utcOf(ms: number): UtcFields | null {
   if (!Number.isFinite(ms)) return null;
   const seconds = Math.floor(ms / 1000);
   const days = Math.floor(seconds / 86400);
@@ -202,9 +204,14 @@ function utcOf(
     year,
     month,
     day: doy - Math.floor((153 * mp + 2) / 5) + 1,
-    time: `${TWO_DIGITS[hour]}:${TWO_DIGITS[minute]}:${TWO_DIGITS[second - hour * 3600 - minute * 60]}`,
+    hour,
+    minute,
+    second: second - hour * 3600 - minute * 60,
   };
 }
+
+/** clockOf is a time of day as `hh:mm:ss`. */
+const clockOf = (t: UtcFields) => `${TWO_DIGITS[t.hour]}:${TWO_DIGITS[t.minute]}:${TWO_DIGITS[t.second]}`;
 
 /** MAX_TIME_MS is the largest distance from 1970 a JavaScript Date can hold (ECMA-262 §21.4.1.1). */
 const MAX_TIME_MS = 8.64e15;

@@ -6,7 +6,8 @@
  */
 import path from 'node:path';
 import type { DavLock, DeadProperty, Entry } from '../../src/core/index.ts';
-import { etagOf, etagXml, hrefOf, httpDate, isoDate } from './http.ts';
+import { etagOf, hrefOf, httpDate, isoDate } from './http.ts';
+import { Multistatus } from './multistatus.ts';
 import { covers, lockDiscovery, supportedLock } from './locks.ts';
 import { build, contentNodes, DAV, dav, escapeXml, node, qualified, text, type Node } from './xml.ts';
 
@@ -209,6 +210,78 @@ function propXml(q: QName, r: Resource): string | undefined {
 const propstatXml = (status: number, props: string) =>
   `<D:propstat><D:prop>${props}</D:prop><D:status>${statusLine(status)}</D:status></D:propstat>`;
 
+/**
+ * isPlain tells whether a resource's response is a plain allprop one (what Explorer, Finder and
+ * davfs2 ask of every entry of a folder): ALLPROP's properties, no lock, no dead property.
+ */
+const isPlain = (r: Resource, req: PropRequest) =>
+  req.kind === 'allprop' && !r.locks.length && !r.dead.length && !req.include.length;
+
+const fixed = (s: string) => Buffer.from(s, 'latin1');
+// The fixed text of a plain response, around its href, size, dates, ETag and content type.
+const PLAIN = {
+  open: fixed('<D:response><D:href>'),
+  file: fixed('</D:href><D:propstat><D:prop><D:resourcetype/><D:getcontentlength>'),
+  folder: fixed('</D:href><D:propstat><D:prop><D:resourcetype><D:collection/></D:resourcetype>'),
+  modified: fixed('</D:getcontentlength><D:getlastmodified>'),
+  folderModified: fixed('<D:getlastmodified>'),
+  created: fixed('</D:getlastmodified><D:creationdate>'),
+  etag: fixed('</D:creationdate><D:getetag>&quot;'),
+  type: fixed('&quot;</D:getetag><D:getcontenttype>'),
+  fileEnd: fixed(
+    '</D:getcontenttype></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>',
+  ),
+  folderEnd: fixed(
+    '</D:creationdate></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>',
+  ),
+};
+// Room for a plain response beyond its href and MD5: the fixed text, numbers and dates (the
+// widest dates are those Date writes itself, years beyond 1000-9999).
+const PLAIN_ROOM = Object.values(PLAIN).reduce((n, b) => n + b.length, 0) + 200;
+
+/**
+ * writePlain writes a plain response (isPlain) as bytes: etagOf's ETag (its quotes are its only
+ * characters XML escapes), httpDate's and isoDate's dates, contentTypeOf's type.
+ */
+function writePlain(w: Multistatus, r: Resource): void {
+  const e = r.entry;
+  const file = e.type === 'file';
+  w.room(PLAIN.open.length);
+  w.fixed(PLAIN.open);
+  w.text(escapeXml(r.href ?? hrefOf(e.path, !file)));
+  w.room(PLAIN_ROOM + (e.md5?.length ?? 1));
+  if (file) {
+    w.fixed(PLAIN.file);
+    w.int(e.size ?? 0);
+    w.fixed(PLAIN.modified);
+  } else {
+    w.fixed(PLAIN.folder);
+    w.fixed(PLAIN.folderModified);
+  }
+  w.httpDate(e.mtime);
+  w.fixed(PLAIN.created);
+  w.isoDate(e.mtime);
+  if (!file) return w.fixed(PLAIN.folderEnd);
+  w.fixed(PLAIN.etag);
+  w.ascii(e.md5 ?? 'x');
+  w.ascii('-');
+  w.int(e.size ?? 0, 36);
+  w.ascii('-');
+  w.int(e.mtime.getTime(), 36);
+  w.fixed(PLAIN.type);
+  w.ascii(contentTypeOf(e.path));
+  w.fixed(PLAIN.fileEnd);
+}
+
+/**
+ * writeResponse writes the `<D:response>` of one resource into a multistatus: a plain one as
+ * bytes directly (a folder's listing writes one per entry), any other as response() builds it.
+ */
+export function writeResponse(w: Multistatus, r: Resource, req: PropRequest): void {
+  if (isPlain(r, req)) writePlain(w, r);
+  else w.text(response(r, req));
+}
+
 /** response builds the `<D:response>` XML of one resource. */
 export function response(r: Resource, req: PropRequest): string {
   let found = '';
@@ -221,14 +294,10 @@ export function response(r: Resource, req: PropRequest): string {
     if (checksums(r.entry)) names.push(qualified(OC, 'checksums'));
     for (const d of r.dead) names.push(deadNode(d, false));
     found = build(names);
-  } else if (req.kind === 'allprop' && !r.locks.length && !r.dead.length && !req.include.length) {
-    // A plain listing (Explorer, Finder, davfs2 ask allprop): ALLPROP's properties in one go.
-    const e = r.entry;
-    const mtime = `<D:getlastmodified>${httpDate(e.mtime)}</D:getlastmodified><D:creationdate>${isoDate(e.mtime)}</D:creationdate>`;
-    found =
-      e.type === 'file'
-        ? `<D:resourcetype/><D:getcontentlength>${e.size ?? 0}</D:getcontentlength>${mtime}<D:getetag>${etagXml(e)}</D:getetag><D:getcontenttype>${contentTypeOf(e.path)}</D:getcontenttype>`
-        : `<D:resourcetype><D:collection/></D:resourcetype>${mtime}`;
+  } else if (isPlain(r, req)) {
+    const w = new Multistatus(1024);
+    writePlain(w, r);
+    return w.toString();
   } else {
     const wanted: QName[] =
       req.kind === 'prop'

@@ -6,13 +6,12 @@ import { Readable } from 'node:stream';
 import type { Core, DeadProperty, Entry } from '../../../src/core/index.ts';
 import { DavCondition } from '../errors.ts';
 import { depthOf, hrefOf, type Method } from '../http.ts';
-import { locksOn, response, type PropRequest, type QName } from '../props.ts';
+import { Multistatus, PIECE } from '../multistatus.ts';
+import { locksOn, response, writeResponse, type PropRequest, type QName, type Resource } from '../props.ts';
 import { child, DAV, elements, readXml, XML_HEAD } from '../xml.ts';
 import { GatewayError } from '../../../src/core/index.ts';
 
 const PAGE = 500;
-/** CHUNK is the size, in characters, of the pieces a multistatus is sent in. */
-const CHUNK = 32 * 1024;
 
 type DeadOf = Map<string, DeadProperty[]> | null;
 
@@ -60,64 +59,58 @@ export const propfind: Method = async (ctx, core: Core) => {
           entries.map((e) => e.path),
         )
       : null;
-  /** xmlOf is one entry's `<D:response>`; a folder's children are named by href under the folder's. */
-  const xmlOf = (entry: Entry, dead: DeadOf, children: boolean) =>
-    response(
-      {
-        entry,
-        dead: dead?.get(entry.path) ?? [],
-        locks: locksOn(locks, entry.path),
-        ...(quota === undefined ? {} : { quota }),
-        ...(children
-          ? {
-              href: `${prefix}${encodeURIComponent(entry.path.slice(entry.path.lastIndexOf('/') + 1))}${entry.type === 'directory' ? '/' : ''}`,
-            }
-          : {}),
-      },
-      req,
-    );
+  /** resourceOf is what one entry's `<D:response>` is made of; a folder's children are named by href under the folder's. */
+  const resourceOf = (entry: Entry, dead: DeadOf, children: boolean): Resource => ({
+    entry,
+    dead: dead?.get(entry.path) ?? [],
+    locks: locks.length ? locksOn(locks, entry.path) : locks,
+    ...(quota === undefined ? {} : { quota }),
+    ...(children
+      ? {
+          href: `${prefix}${encodeURIComponent(entry.path.slice(entry.path.lastIndexOf('/') + 1))}${entry.type === 'directory' ? '/' : ''}`,
+        }
+      : {}),
+  });
   // The first response is built before the status is sent, so its errors still get a proper reply.
-  const first = xmlOf(self, await deadOf([self]), false);
-  // The body goes out in pieces of about CHUNK characters: a page's text joined whole (200 KiB for
-  // 500 entries) is a string V8 places among old objects, which only a full collection frees, and
-  // a listing of 10,000 entries made 20 of them (issue 13).
-  async function* stream(): AsyncGenerator<string> {
-    let out = `${XML_HEAD}<D:multistatus xmlns:D="DAV:">${first}`;
+  const first = response(resourceOf(self, await deadOf([self]), false), req);
+  // The body is written as bytes (multistatus.ts) and goes out in pieces of PIECE bytes, each
+  // handed over as soon as it is full: a listing is never held whole.
+  async function* stream(): AsyncGenerator<Buffer> {
+    const out = new Multistatus();
+    out.text(`${XML_HEAD}<D:multistatus xmlns:D="DAV:">${first}`);
     if (folder)
       for await (const entries of session.listAll(path, PAGE)) {
         childrenDead ??= wantsDead && (await core.dav.properties.anyInside(session, path));
         const dead = await deadOf(entries, childrenDead);
         for (const entry of entries) {
-          out += xmlOf(entry, dead, true);
-          if (out.length >= CHUNK) {
-            yield out;
-            out = '';
-          }
+          writeResponse(out, resourceOf(entry, dead, true), req);
+          if (out.ready) yield* out.take();
         }
       }
-    yield `${out}</D:multistatus>`;
+    out.text('</D:multistatus>');
+    yield* out.end();
   }
   // A multistatus that is one piece (a Depth 0 PROPFIND, a small folder: most of what clients ask)
-  // is sent as a string, which Node writes with the headers at once; a stream costs another write
-  // and a pipeline (whose end makes an AbortError with its stack): a tenth of such a request.
+  // is sent whole, which Node writes with the headers at once; a stream costs another write and a
+  // pipeline (whose end makes an AbortError with its stack): a tenth of such a request.
   const pieces = stream();
   const head = await pieces.next();
   const next = head.done ? head : await pieces.next();
   ctx.status = 207;
   ctx.type = 'application/xml; charset=utf-8';
   if (head.done || next.done) {
-    ctx.body = head.value ?? '';
+    ctx.body = head.value ?? Buffer.alloc(0);
     return;
   }
   // Not object mode: the stream holds about one piece, not 16 of them, while the client reads.
   ctx.body = Readable.from(resumed([head.value, next.value], pieces), {
     objectMode: false,
-    highWaterMark: CHUNK,
+    highWaterMark: PIECE,
   });
 };
 
 /** resumed yields the pieces already taken from a stream, then the rest of it. */
-async function* resumed(taken: string[], rest: AsyncGenerator<string>): AsyncGenerator<string> {
+async function* resumed(taken: Buffer[], rest: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
   yield* taken;
   yield* rest;
 }
