@@ -909,6 +909,7 @@ export function writeResults(name: string, text: string, figures: Figure[]): voi
         durability: DURABILITY,
         quick: QUICK,
         date: new Date().toISOString(),
+        machine: `${os.cpus().length} cores, ${os.cpus()[0]?.model ?? ''}`,
         sizeLabel: SIZE_LABEL,
         smallFiles: SMALL_FILES,
         runs: RUNS,

@@ -22,6 +22,8 @@ interface Results {
   durability: Durability;
   quick: boolean;
   date: string;
+  /** the cores and processor model the figures were measured on (absent in files written before 2026-11-30) */
+  machine?: string;
   sizeLabel?: string;
   smallFiles?: number;
   figures: Figure[];
@@ -188,6 +190,17 @@ export function summaryText(runs: BenchRun[] = [], totalSeconds?: number): strin
       'vsftpd (FTP, FTPS), OpenSSH sftp-server (SFTP), nginx dav + dav-ext (WebDAV). Ratio = gateway / peer ' +
       '(throughput; time or memory where the aim says so). "no fsync": the peer answered an upload before its ' +
       'bytes were on disk, which the gateway does at `fsync` and does not at `os`.',
+    '',
+    // The protocols may come from different runs (`npm run bench -- webdav` rewrites only its own
+    // figures), and runs on different days may be on different machines: each says which.
+    `Figures measured: ${SETTINGS.flatMap((d) =>
+      PROTOCOLS.flatMap((p) => {
+        const r = all.get(d)!.get(p);
+        return r
+          ? [`${p} at ${d} ${r.date.slice(0, 16).replace('T', ' ')} UTC${r.machine ? ` (${r.machine})` : ''}`]
+          : [];
+      }),
+    ).join('; ')}.`,
     '',
     `| row | aim | \`fsync\` gateway | \`fsync\` best peer | \`fsync\` ratio | \`os\` gateway | \`os\` best peer | \`os\` ratio |`,
     '|---|---|---:|---|---:|---:|---|---:|',
