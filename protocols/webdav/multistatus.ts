@@ -43,23 +43,26 @@ export class Multistatus {
     this.at += this.piece.write(s, this.at, 'utf8');
   }
 
-  /** fixed copies bytes made once (the caller made room). */
+  /** fixed copies bytes made once. */
   fixed(b: Buffer): void {
+    this.room(b.length);
     this.piece.set(b, this.at);
     this.at += b.length;
   }
 
-  /** ascii writes a string of ASCII characters only, one byte each (the caller made room). */
+  /** ascii writes a string of ASCII characters only, one byte each. */
   ascii(s: string): void {
+    this.room(s.length);
     const p = this.piece;
     let at = this.at;
     for (let i = 0; i < s.length; i++) p[at++] = s.charCodeAt(i);
     this.at = at;
   }
 
-  /** int writes a whole number in base 10 or 36, as `n.toString(radix)` does (the caller made room). */
+  /** int writes a whole number in base 10 or 36, as `n.toString(radix)` does. */
   int(n: number, radix = 10): void {
     if (!Number.isSafeInteger(n)) return this.ascii(n.toString(radix));
+    this.room(17);
     const p = this.piece;
     if (n < 0) {
       p[this.at++] = 0x2d;
@@ -83,10 +86,11 @@ export class Multistatus {
     this.piece[this.at++] = 0x30 + n - tens * 10;
   }
 
-  /** httpDate writes httpDate(d), getlastmodified's form (the caller made room for 29 bytes). */
+  /** httpDate writes httpDate(d), getlastmodified's form. */
   httpDate(d: Date): void {
     const t = utcOf(d.getTime());
     if (!t) return this.ascii(httpDate(d));
+    this.room(29);
     this.fixed(WEEKDAY_BYTES[t.weekday]!);
     this.ascii(', ');
     this.two(t.day);
@@ -99,10 +103,11 @@ export class Multistatus {
     this.ascii(' GMT');
   }
 
-  /** isoDate writes isoDate(d), creationdate's form (the caller made room for 27 bytes). */
+  /** isoDate writes isoDate(d), creationdate's form. */
   isoDate(d: Date): void {
     const t = utcOf(d.getTime());
     if (!t) return this.ascii(isoDate(d));
+    this.room(20);
     this.int(t.year);
     this.piece[this.at++] = 0x2d;
     this.two(t.month);

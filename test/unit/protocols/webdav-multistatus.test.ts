@@ -8,8 +8,14 @@
 import { expect } from 'chai';
 import { etagOf, hrefOf, httpDate, isoDate } from '../../../protocols/webdav/http.ts';
 import { Multistatus } from '../../../protocols/webdav/multistatus.ts';
-import { contentTypeOf, response, writeResponse, type PropRequest } from '../../../protocols/webdav/props.ts';
-import { escapeXml } from '../../../protocols/webdav/xml.ts';
+import {
+  contentTypeOf,
+  liveProperty,
+  response,
+  writeResponse,
+  type PropRequest,
+} from '../../../protocols/webdav/props.ts';
+import { build, DAV, escapeXml, qualified } from '../../../protocols/webdav/xml.ts';
 import type { Entry } from '../../../src/core/index.ts';
 
 const MAX_TIME_MS = 8.64e15;
@@ -100,6 +106,50 @@ describe('WebDAV multistatus written as bytes', () => {
       expect(response({ entry, dead: [], locks: [] }, ALLPROP)).to.equal(
         expected(entry, hrefOf(entry.path, entry.type === 'directory')),
       );
+  });
+
+  it('writes the live properties a prop request names as the XML nodes do, a folder’s missing ones under 404', () => {
+    const asks = [
+      ['displayname', 'getlastmodified', 'getcontentlength', 'resourcetype'], // rclone's
+      [
+        'getetag',
+        'getcontenttype',
+        'getetag',
+        'creationdate',
+        'displayname',
+        'resourcetype',
+        'getcontentlength',
+      ],
+      ['getcontentlength'],
+      ['getetag', 'getcontenttype'],
+    ];
+    const entries = Array.from({ length: 2_000 }, (_, i) => randomEntry(i));
+    for (const names of asks) {
+      const req: PropRequest = { kind: 'prop', props: names.map((name) => ({ ns: DAV, name })) };
+      const w = new Multistatus(512);
+      let want = '';
+      for (const entry of entries) {
+        const href = hrefOf(entry.path, entry.type === 'directory');
+        const r = { entry, dead: [], locks: [], href };
+        writeResponse(w, r, req);
+        const unique = [...new Set(names)];
+        const found = unique.flatMap((n) => {
+          const node = liveProperty(n, r);
+          return node ? [build([node])] : [];
+        });
+        const missing = unique.filter((n) => !liveProperty(n, r)).map((n) => build([qualified(DAV, n)]));
+        want +=
+          `<D:response><D:href>${escapeXml(href)}</D:href>` +
+          (found.length
+            ? `<D:propstat><D:prop>${found.join('')}</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>`
+            : '') +
+          (missing.length
+            ? `<D:propstat><D:prop>${missing.join('')}</D:prop><D:status>HTTP/1.1 404 Not Found</D:status></D:propstat>`
+            : '') +
+          '</D:response>';
+      }
+      expect(w.toString(), names.join(' ')).to.equal(want);
+    }
   });
 
   it('writes a response with dead properties or a lock as text, unchanged', () => {
