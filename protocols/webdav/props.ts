@@ -166,35 +166,19 @@ export function locksOn(locks: DavLock[], path: string): DavLock[] {
 }
 
 /**
- * liveXml writes one DAV: live property as XML text, or undefined when the resource has none of
- * that name: the same text liveProperty's nodes build to, written directly, since a folder's
- * PROPFIND writes these for every entry (issue 13: a 10,000-entry listing).
+ * liveXml is one DAV: live property as XML text, or undefined when the resource has none of that
+ * name: writeLive's text for LIVE_BYTES (in a response that also holds a lock or a dead property),
+ * liveProperty's nodes for the rest.
  */
 function liveXml(name: string, r: Resource): string | undefined {
-  const e = r.entry;
-  const file = e.type === 'file';
-  switch (name) {
-    case 'resourcetype':
-      return file ? '<D:resourcetype/>' : '<D:resourcetype><D:collection/></D:resourcetype>';
-    case 'getcontentlength':
-      return file ? `<D:getcontentlength>${e.size ?? 0}</D:getcontentlength>` : undefined;
-    case 'getlastmodified':
-      return `<D:getlastmodified>${httpDate(e.mtime)}</D:getlastmodified>`;
-    case 'creationdate':
-      return `<D:creationdate>${isoDate(e.mtime)}</D:creationdate>`;
-    case 'getetag': {
-      const etag = etagOf(e);
-      return etag ? `<D:getetag>${escapeXml(etag)}</D:getetag>` : undefined;
-    }
-    case 'getcontenttype':
-      return file ? `<D:getcontenttype>${contentTypeOf(e.path)}</D:getcontenttype>` : undefined;
-    case 'displayname':
-      return `<D:displayname>${escapeXml(e.path === '' ? '/' : e.path.slice(e.path.lastIndexOf('/') + 1))}</D:displayname>`;
-    default: {
-      const n = liveProperty(name, r);
-      return n && build([n]);
-    }
+  if (!LIVE_BYTES.has(name)) {
+    const n = liveProperty(name, r);
+    return n && build([n]);
   }
+  if (r.entry.type !== 'file' && FILE_ONLY.has(name)) return undefined;
+  const w = new Multistatus(256);
+  writeLive(w, name, r.entry);
+  return w.toString();
 }
 
 /** propXml is one wanted property as XML text, or undefined when the resource has none. */
@@ -230,7 +214,7 @@ const FILE_TYPE = fixed('<D:resourcetype/>');
 const FOLDER_TYPE = fixed('<D:resourcetype><D:collection/></D:resourcetype>');
 
 /**
- * writeLive writes one of LIVE_BYTES as bytes, the text liveXml makes: etagOf's ETag (its quotes
+ * writeLive writes one of LIVE_BYTES as bytes: etagOf's ETag (its quotes
  * are its only characters XML escapes), httpDate's and isoDate's dates. One function with a switch,
  * not a table of functions: V8 then inlines the writes, and boxes no number on the way.
  */
@@ -269,15 +253,7 @@ function writeLive(w: Multistatus, name: string, e: Entry): void {
   }
 }
 /** LIVE_BYTES are the live properties writeLive writes; the file only ones (FILE_ONLY) a folder does not have. */
-const LIVE_BYTES = new Set([
-  'resourcetype',
-  'getcontentlength',
-  'getlastmodified',
-  'creationdate',
-  'getetag',
-  'getcontenttype',
-  'displayname',
-]);
+const LIVE_BYTES = new Set([...ALLPROP, 'displayname']);
 const FILE_ONLY = new Set(['getcontentlength', 'getetag', 'getcontenttype']);
 
 /** Plan is what a request's responses hold for a file and for a folder, when written as bytes. */
