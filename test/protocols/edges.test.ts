@@ -278,7 +278,7 @@ describe(`issue 12 small fixes (${dbKind})`, function () {
         expect((await tight.request('GET', u.pathname)).status).to.equal(404);
         expect(
           readdirSync(path.join(tight.config.data_dir, 'blobs'), { recursive: true }).filter((n) =>
-            /\/[0-9a-f]+$/.test(String(n)),
+            /^[0-9a-f]{2}\/[0-9a-f]+$/.test(String(n)),
           ),
         ).to.deep.equal([]);
       } finally {

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { expect } from 'chai';
 import { operatorPrincipal, type Core } from '../../src/core/index.ts';
+import { SPARES } from '../../src/core/files/spares.ts';
 import { freshDatabase } from '../helpers/database.ts';
 import { dbKind, startTestGateway, TEST_DATABASE_URL, type TestGateway } from '../helpers/gateway.ts';
 import { captureLogs, type LogCapture } from '../helpers/logs.ts';
@@ -237,8 +238,8 @@ function fullDiskSuite(store: 'local' | 's3'): void {
       // s3rver half wrote under the upload's own blob id) is not left behind; the retried end below
       // completes it.
       const kept = (f: string) => uploadsKept > 0 && /\._S3rver_uploads\/|\/blobs\//.test(f);
-      // The staging folder and blobs/spare each hold two empty files made ahead for the next SFTP
-      // uploads and the next small blobs (spares.ts), which are not leftovers.
+      // The staging folder and blobs/spare each hold up to SPARES empty files made ahead for the
+      // next SFTP uploads and the next small blobs (spares.ts), which are not leftovers.
       const madeAhead = (f: string) =>
         /^(staging|blobs\/spare)\//.test(f) &&
         statSync(path.join(mountDir, f), { throwIfNoEntry: false })?.size === 0;
@@ -253,7 +254,7 @@ function fullDiskSuite(store: 'local' | 's3'): void {
         expect(
           added.filter((f) => madeAhead(f) && f.startsWith(folder)),
           `empty files made ahead in ${folder}`,
-        ).to.have.length.of.at.most(2);
+        ).to.have.length.of.at.most(SPARES);
       if (s3)
         expect((await s3.uploadsInProgress()) - uploadsBefore, 'multipart uploads left open').to.equal(
           uploadsKept,

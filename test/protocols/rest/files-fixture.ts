@@ -12,6 +12,7 @@ import https from 'node:https';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { FindOptionsWhere } from 'typeorm';
+import { SPARES } from '../../../src/core/files/spares.ts';
 import { ActionEntity, FileEntity, type ActionRow } from '../../../src/db/entities.ts';
 import { startTestGateway, type Response, type TestGateway } from '../../helpers/gateway.ts';
 import { startS3, type S3TestServer } from '../../helpers/s3.ts';
@@ -364,8 +365,8 @@ export class FilesFixture {
 
   /**
    * localBlobs lists the blob files under <data_dir>/blobs (local store only). The empty files
-   * made ahead in spare/ (spares.ts) are not blobs: listed only when more than two, or one has
-   * bytes, which would be a leak.
+   * made ahead in spare/'s subfolders (spares.ts) are not blobs: listed only when more than
+   * SPARES, or one has bytes, which would be a leak.
    */
   localBlobs(): string[] {
     const root = path.join(this.gw.config.data_dir, 'blobs');
@@ -377,9 +378,12 @@ export class FilesFixture {
       return out;
     }
     for (const d of dirs) {
-      const files = readdirSync(path.join(root, d));
-      const spare = d === 'spare' && files.length <= 2;
-      for (const f of files) if (!spare || statSync(path.join(root, d, f)).size > 0) out.push(f);
+      const files = (readdirSync(path.join(root, d), { recursive: true }) as string[]).filter((f) =>
+        statSync(path.join(root, d, f)).isFile(),
+      );
+      const spare = d === 'spare' && files.length <= SPARES;
+      for (const f of files)
+        if (!spare || statSync(path.join(root, d, f)).size > 0) out.push(path.basename(f));
     }
     return out.sort();
   }

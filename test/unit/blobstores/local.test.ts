@@ -8,25 +8,28 @@ import { Readable } from 'node:stream';
 import { loadConfig } from '../../../src/config.ts';
 import { createBlobStore } from '../../../src/core/files/blobstores/index.ts';
 import { LocalBlobStore } from '../../../src/core/files/blobstores/local.ts';
+import { SPARES } from '../../../src/core/files/spares.ts';
 import { generated, runBlobStoreContract } from './contract.ts';
 
 /**
  * partialFiles lists the temp files (`<id>.partial`) under a local store's root, but for the empty
- * files made ahead in spare/ (at most two: more is a leak too).
+ * files made ahead in spare/ (at most SPARES: more is a leak too).
  */
 async function partialFiles(root: string): Promise<string[]> {
   const entries = await readdir(root, { recursive: true }).catch(() => [] as string[]);
   const partial = entries.filter((name) => name.endsWith('.partial'));
   const ahead = await spareFiles(root);
-  return ahead.length <= 2 ? partial.filter((name) => !ahead.includes(name)) : partial;
+  return ahead.length <= SPARES ? partial.filter((name) => !ahead.includes(name)) : partial;
 }
 
-/** spareFiles lists the empty files made ahead for small blobs (spare/), sorted. */
+/** spareFiles lists the empty files made ahead for small blobs (in spare/'s subfolders), sorted. */
 async function spareFiles(root: string): Promise<string[]> {
-  const names = await readdir(path.join(root, 'spare')).catch(() => [] as string[]);
+  const names = await readdir(path.join(root, 'spare'), { recursive: true }).catch(() => [] as string[]);
   const empty = [];
-  for (const name of names.sort())
-    if ((await stat(path.join(root, 'spare', name))).size === 0) empty.push(path.join('spare', name));
+  for (const name of names.sort()) {
+    const info = await stat(path.join(root, 'spare', name));
+    if (info.isFile() && info.size === 0) empty.push(path.join('spare', name));
+  }
   return empty;
 }
 
@@ -69,27 +72,31 @@ describe('blob store: LocalBlobStore', () => {
     expect(await partialFiles(root)).to.deep.equal([path.join(id.slice(0, 2), `${id}.partial`)]);
   });
 
-  it('writes small blobs into files made ahead, keeps at most two, and removes them at close', async () => {
+  it('writes small blobs into files made ahead, keeps SPARES of them, and removes them at close', async () => {
     const store = new LocalBlobStore(root, 'os');
     const made = async (n: number) => {
       for (let i = 0; i < 100 && (await spareFiles(root)).length < n; i++)
         await new Promise((r) => setTimeout(r, 20));
       return spareFiles(root);
     };
-    // The first small blob makes its file on the spot; the next two are made in the thread pool.
+    // The first small blob makes its file on the spot; the next ones are made in the thread pool,
+    // in subfolders taken in turn (spares.ts SLOTS).
     await store.put(randomUUID(), Readable.from([Buffer.from('first')]));
-    const ahead = await made(2);
-    expect(ahead).to.have.length(2);
+    const ahead = await made(SPARES);
+    expect(ahead).to.have.length(SPARES);
+    expect(new Set(ahead.map((f) => path.dirname(f))).size, 'subfolders of the files made ahead').to.equal(
+      SPARES,
+    );
     const id = randomUUID();
     await store.put(id, Readable.from([Buffer.from('second')]));
-    // One of them became the blob (renamed into place), and another was made to keep two.
+    // One of them became the blob (renamed into place), and another was made to keep SPARES.
     const file = path.join(root, id.slice(0, 2), id);
     expect((await stat(file)).size).to.equal(6);
     expect(
       ahead.filter((f) => existsSync(path.join(root, f))),
       'made-ahead files left',
-    ).to.have.length(1);
-    expect(await made(2)).to.have.length(2);
+    ).to.have.length(SPARES - 1);
+    expect(await made(SPARES)).to.have.length(SPARES);
     const read = await store.get(id);
     expect(Buffer.concat((await read.toArray()) as Buffer[]).toString()).to.equal('second');
     // An operator empties the folder: the made-ahead files are gone, the next blob still lands.
@@ -97,7 +104,7 @@ describe('blob store: LocalBlobStore', () => {
     const third = randomUUID();
     await store.put(third, Readable.from([Buffer.from('third')]));
     expect((await stat(path.join(root, third.slice(0, 2), third))).size).to.equal(5);
-    await made(2);
+    await made(SPARES);
     await store.close();
     expect(await spareFiles(root), 'made-ahead files after close').to.deep.equal([]);
     expect(await partialFiles(root)).to.deep.equal([]);

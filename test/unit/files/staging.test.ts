@@ -4,9 +4,21 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { operatorPrincipal } from '../../../src/core/index.ts';
+import { SPARES } from '../../../src/core/files/spares.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 
 const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex');
+
+/** filesIn lists the files (not folders) in `dir` and its subfolders, by path relative to it. */
+function filesIn(dir: string): string[] {
+  try {
+    return (readdirSync(dir, { recursive: true }) as string[]).filter((f) =>
+      statSync(path.join(dir, f)).isFile(),
+    );
+  } catch {
+    return [];
+  }
+}
 
 describe(`staged writes (${dbKind})`, () => {
   let t: TestCore;
@@ -16,14 +28,8 @@ describe(`staged writes (${dbKind})`, () => {
   after(async () => t.close());
 
   const session = () => t.core.files.session(operatorPrincipal());
-  const allStagingFiles = () => {
-    try {
-      return readdirSync(path.join(t.config.data_dir, 'staging'));
-    } catch {
-      return [];
-    }
-  };
-  // The staging folder also holds up to two empty files made ahead for the next uploads
+  const allStagingFiles = () => filesIn(path.join(t.config.data_dir, 'staging'));
+  // The staging folder also holds up to SPARES empty files made ahead for the next uploads
   // (spares.ts): an upload's own file has bytes.
   const stagingFiles = () =>
     allStagingFiles().filter((f) => statSync(path.join(t.config.data_dir, 'staging', f)).size > 0);
@@ -64,11 +70,11 @@ describe(`staged writes (${dbKind})`, () => {
     expect(stagingFiles()).to.deep.equal([]);
   });
 
-  it('takes the files made ahead, keeps at most two, and removes them when the core stops', async () => {
+  it('takes the files made ahead, keeps SPARES of them, and removes them when the core stops', async () => {
     // A data dir of the test's own, so it can be looked at after the core stopped.
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-spares-'));
     const staging = path.join(dataDir, 'staging');
-    const files = () => readdirSync(staging).sort();
+    const files = () => filesIn(staging).sort();
     const made = async (n: number) => {
       for (let i = 0; i < 100 && files().length < n; i++) await new Promise((r) => setTimeout(r, 20));
       return files();
@@ -79,9 +85,9 @@ describe(`staged writes (${dbKind})`, () => {
       const first = await ownSession().stage('ahead-1.bin', { truncate: true });
       await first.writeAt(0, Buffer.from('first'));
       await first.commit();
-      // The first upload made its file on the spot; the next two are made in the thread pool.
-      const ahead = await made(2);
-      expect(ahead).to.have.length(2);
+      // The first upload made its file on the spot; the next ones are made in the thread pool.
+      const ahead = await made(SPARES);
+      expect(ahead).to.have.length(SPARES);
       for (const f of ahead) expect(statSync(path.join(staging, f)).size).to.equal(0);
       const second = await ownSession().stage('ahead-2.bin', { truncate: true });
       await second.writeAt(0, Buffer.from('second'));
@@ -93,7 +99,7 @@ describe(`staged writes (${dbKind})`, () => {
       expect(entry.md5).to.equal(md5(Buffer.from('second')));
       const read = await ownSession().openRead('ahead-2.bin', { record: false });
       expect(Buffer.concat((await read.stream.toArray()) as Buffer[]).toString()).to.equal('second');
-      expect(await made(2)).to.have.length(2);
+      expect(await made(SPARES)).to.have.length(SPARES);
     } finally {
       await own.close();
     }
