@@ -30,7 +30,8 @@ export const SPARES = 4;
  * out of its folder (into the blob store); a creation holds its folder's lock while the file
  * system finds an inode, and a rename out of that folder waits for it: with every spare in one
  * folder, renames spun on that lock for 15% of the event loop's time in 4 parallel WebDAV PUTs of
- * small files (perf). Taken oldest first, a spare's folder is one no creation is using.
+ * small files (perf). Taken in the order they became ready, a spare comes from a folder that the
+ * creations under way (the next ones in turn) are not using.
  */
 const SLOTS = 8;
 
