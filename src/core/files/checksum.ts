@@ -185,8 +185,9 @@ export class Checksum {
     if (!this.worker) {
       // Small: hashed here, no round trip.
       const data = this.batch ? this.batch.subarray(0, this.fill) : Buffer.alloc(0);
-      this.batch = null;
-      return { md5: createHash('md5').update(data).digest('hex'), crc32: hexCrc(crc32(data)) };
+      const digest = { md5: createHash('md5').update(data).digest('hex'), crc32: hexCrc(crc32(data)) };
+      this.release();
+      return digest;
     }
     if (this.fill > 0) this.send();
     forgotten.unregister(this);
@@ -199,11 +200,23 @@ export class Checksum {
     });
   }
 
+  /**
+   * release puts the batch not sent to a worker back among the spares. A small file's bytes never
+   * leave its first batch: dropped, each small upload left 1 MiB to the collector, which V8 counts
+   * as external memory allocated since its last full collection, so a run of small uploads started
+   * one every few dozen files (1,000 WebDAV PUTs: 1 GiB allocated, ~10 mark-compacts).
+   */
+  private release(): void {
+    if (this.batch && spare.length < SPARE) spare.push(this.batch.buffer as ArrayBuffer);
+    this.batch = null;
+    this.fill = 0;
+  }
+
   /** discard gives the checksum up (an aborted or out-of-order upload); the worker forgets it. */
   discard(): void {
     if (this.finished) return;
     this.finished = true;
-    this.batch = null;
+    this.release();
     for (const wake of this.flow.waiters.splice(0)) wake();
     if (!this.worker) return;
     forgotten.unregister(this);
