@@ -214,9 +214,9 @@ const FILE_TYPE = fixed('<D:resourcetype/>');
 const FOLDER_TYPE = fixed('<D:resourcetype><D:collection/></D:resourcetype>');
 
 /**
- * writeLive writes one of LIVE_BYTES as bytes: etagOf's ETag (its quotes
- * are its only characters XML escapes), httpDate's and isoDate's dates. One function with a switch,
- * not a table of functions: V8 then inlines the writes, and boxes no number on the way.
+ * writeLive writes one of LIVE_BYTES as bytes: etagOf's ETag (its quotes are its only characters
+ * XML escapes), httpDate's and isoDate's dates. One function with a switch, not a table of
+ * functions: V8 then inlines the writes, and boxes no number on the way.
  */
 function writeLive(w: Multistatus, name: string, e: Entry): void {
   switch (name) {

@@ -13,7 +13,7 @@
  * and removed at close. The first creation, and any when none is ready (many uploads at once),
  * happens on the spot, as before.
  */
-import { close, closeSync, fstatSync, mkdir, mkdirSync, open, openSync, rm, statSync } from 'node:fs';
+import { close, closeSync, fstatSync, mkdir, mkdirSync, open, openSync, rm } from 'node:fs';
 import path from 'node:path';
 
 /** Spare is an empty file and its descriptor, opened for reading and writing. */
@@ -68,9 +68,14 @@ export class SpareFiles {
     try {
       return { file, fd: openSync(file, 'wx+', 0o600) };
     } catch (err) {
-      // Its subfolder not made yet (or removed): made, then once more; a missing `dir` throws.
-      if ((err as { code?: string }).code !== 'ENOENT' || !existsDir(this.dir)) throw err;
-      mkdirSync(folder, { recursive: true });
+      // Its subfolder not made yet (or removed): made, then once more. Not `dir` itself: a
+      // missing `dir` throws ENOENT here, for the owner's Folders to make (as openMaking does).
+      if ((err as { code?: string }).code !== 'ENOENT') throw err;
+      try {
+        mkdirSync(folder);
+      } catch (mkErr) {
+        if ((mkErr as { code?: string }).code !== 'EEXIST') throw mkErr;
+      }
       return { file, fd: openSync(file, 'wx+', 0o600) };
     }
   }
@@ -116,15 +121,6 @@ export class SpareFiles {
       closeSync(spare.fd);
       await new Promise<void>((resolve) => rm(spare.file, { force: true }, () => resolve()));
     }
-  }
-}
-
-/** existsDir tells whether `dir` is a folder that exists. */
-function existsDir(dir: string): boolean {
-  try {
-    return statSync(dir).isDirectory();
-  } catch {
-    return false;
   }
 }
 
