@@ -166,6 +166,14 @@ for (const store of ['local', 's3'] as const)
       return pending!;
     };
 
+    /**
+     * SLOW_LFTP throttles an lftp upload to 4 MiB/s, 4 s for the 16 MiB: cut at 2.5 s, it is
+     * mid-way. lftp lets unused rate pile up to twice the rate (net:limit-max 0) and then sends it
+     * in a burst: 16 MiB went up in 3.1 s here, and once under load within 2.5 s, the file whole
+     * before the cut. 64 KiB of it at most keeps the upload at 4 s.
+     */
+    const SLOW_LFTP = 'set net:limit-rate 4M; set net:limit-max 64K';
+
     const lftpArgs = (script: string, extra = '') => [
       'lftp',
       '-c',
@@ -221,12 +229,7 @@ for (const store of ['local', 's3'] as const)
       const name = 'lftp.bin';
       const { file, data } = local(name, 1);
       await oldFile(name);
-      const pending = await cutWhile(
-        name,
-        lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'),
-        '',
-        OLD,
-      );
+      const pending = await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, SLOW_LFTP), '', OLD);
       // MLSD (lftp's `cls -l`) shows alice the pending size, bob the old file's 12 bytes.
       const listing = await run(lftpArgs(`cls -l ${name}`));
       expect(listing.stdout, listing.stderr).to.match(new RegExp(` ${pending} `));
@@ -329,7 +332,7 @@ for (const store of ['local', 's3'] as const)
       const name = 'rest.bin';
       const { file } = local(name, 4);
       await oldFile(name);
-      await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'), '', OLD);
+      await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, SLOW_LFTP), '', OLD);
       const op = operatorPrincipal();
       const statAs = async (p: Principal) => {
         const { key } = await gw.core.apiKeys.create(op, { user_id: p.user!.id });
@@ -353,12 +356,7 @@ for (const store of ['local', 's3'] as const)
       const name = 'rest-restart.bin';
       const { file, data } = local(name, 9);
       await oldFile(name);
-      const pending = await cutWhile(
-        name,
-        lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'),
-        '',
-        OLD,
-      );
+      const pending = await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, SLOW_LFTP), '', OLD);
       const { key } = await gw.core.apiKeys.create(operatorPrincipal(), { user_id: alice.user!.id });
       const api = `https://127.0.0.1:${gw.port}/api/rest/v1/files/shared/${name}`;
       const curl = [
@@ -411,12 +409,7 @@ for (const store of ['local', 's3'] as const)
     it('across protocols: started with lftp, cut, finished with OpenSSH reput', async () => {
       const name = 'cross.bin';
       const { file, data } = local(name, 5);
-      const pending = await cutWhile(
-        name,
-        lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'),
-        '',
-        null,
-      );
+      const pending = await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, SLOW_LFTP), '', null);
       const relay = await countingRelay(gw.ports.sftp!);
       try {
         const resumed = await sftpBatch(relay.port, 'alice', { password: PASSWORD }, [
@@ -467,7 +460,7 @@ for (const store of ['local', 's3'] as const)
     it('a new upload from offset 0 replaces the pending version (lftp put without -c)', async () => {
       const name = 'fresh.bin';
       const { file, data } = local(name, 6);
-      await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, 'set net:limit-rate 4M'), '', null);
+      await cutWhile(name, lftpArgs(`put ${file} -o ${name}`, SLOW_LFTP), '', null);
       const again = await run(lftpArgs(`put ${file} -o ${name}`));
       expect(again.code, again.stderr).to.equal(0);
       expect(md5(await read(alice, name))).to.equal(md5(data));
