@@ -27,7 +27,7 @@ export function createLogger(level: string, opts: { silent?: boolean } = {}): Lo
     transports: [
       human
         ? new winston.transports.Console({ stderrLevels: Object.keys(winston.config.npm.levels) })
-        : new LineTransport(stderrLines()),
+        : new LineTransport(),
     ],
   });
 }
@@ -35,14 +35,16 @@ export function createLogger(level: string, opts: { silent?: boolean } = {}): Lo
 /** MESSAGE is where winston's formats leave the finished line (triple-beam's symbol). */
 const MESSAGE = Symbol.for('message');
 
-/** LineTransport writes each formatted line to a SonicBoom. */
+/** LineTransport writes each formatted line to stderr, in batches (writeLine). */
 class LineTransport extends Transport {
-  constructor(private readonly out: SonicBoom) {
+  constructor() {
     super();
+    // Made now, so the lines are written at exit even if the first is still waiting then.
+    stderrLines();
   }
 
   override log(info: Record<symbol, unknown>, next: () => void): void {
-    this.out.write(`${String(info[MESSAGE])}\n`);
+    writeLine(`${String(info[MESSAGE])}\n`);
     next();
   }
 }
@@ -53,24 +55,50 @@ type SonicBoom = sonicBoom.SonicBoom;
 
 let lines: SonicBoom | undefined;
 
+/** BATCH_BYTES of waiting lines are written at once; fewer wait at most FLUSH_MS. */
+const BATCH_BYTES = 8 * 1024;
+const FLUSH_MS = 50;
+let waiting: string[] = [];
+let waitingBytes = 0;
+let flushTimer: NodeJS.Timeout | null = null;
+
 /**
- * stderrLines is the stream JSON log lines go to (log collectors read stderr through a pipe). The
+ * writeLine queues a JSON log line for stderr (log collectors read it through a pipe). The
  * console's write to a pipe is a blocking system call on the event loop, and one that wakes the
  * reader: two lines per small WebDAV request (access and transfer) cost 8% of the gateway's time
- * in a run of 4,000 PUTs and GETs (issue 13). sonic-boom (pino's writer) gathers the lines, in
- * order, and writes them in the thread pool once 8 KiB wait or every 50 ms, so a line reaches
- * stderr within 50 ms. A reader that stops reading no longer stalls the gateway: past 16 MiB
- * waiting, lines are dropped. Whatever waits is written before the process exits (flushLogs).
+ * in a run of 4,000 PUTs and GETs (issue 13). Lines are gathered, in order, and handed to a
+ * sonic-boom (pino's writer), which writes them in the thread pool, once 8 KiB wait or 50 ms
+ * after the first of them. The timer runs only while lines wait: sonic-boom's own periodic flush
+ * wrote an empty string every 50 ms even to an idle gateway, a trip through the thread pool and a
+ * wake-up of the event loop 20 times a second (a third of the idle process's CPU). A reader that
+ * stops reading no longer stalls the gateway: past 16 MiB waiting, lines are dropped. Whatever
+ * waits is written before the process exits (flushLogs).
  */
+function writeLine(line: string): void {
+  waiting.push(line);
+  waitingBytes += line.length;
+  if (waitingBytes >= BATCH_BYTES) handOver();
+  else if (!flushTimer) {
+    flushTimer = setTimeout(handOver, FLUSH_MS);
+    flushTimer.unref();
+  }
+}
+
+/** handOver gives the waiting lines to the writer as one string. */
+function handOver(): void {
+  if (flushTimer) clearTimeout(flushTimer);
+  flushTimer = null;
+  if (waiting.length === 0) return;
+  const text = waiting.length === 1 ? waiting[0]! : waiting.join('');
+  waiting = [];
+  waitingBytes = 0;
+  stderrLines().write(text);
+}
+
+/** stderrLines is the writer of JSON log lines: what it is given, it writes as soon as it can. */
 function stderrLines(): SonicBoom {
   if (lines) return lines;
-  const stream = new SonicBoom({
-    fd: 2,
-    sync: false,
-    minLength: 8 * 1024,
-    periodicFlush: 50,
-    maxLength: 16 * 1024 * 1024,
-  });
+  const stream = new SonicBoom({ fd: 2, sync: false, maxLength: 16 * 1024 * 1024 });
   // stderr gone (its reader died): the lines have nowhere to go, and the gateway goes on.
   stream.on('error', () => undefined);
   process.once('exit', flushLogs);
@@ -80,6 +108,7 @@ function stderrLines(): SonicBoom {
 /** flushLogs writes the log lines still waiting, at once (before the process exits or prints). */
 export function flushLogs(): void {
   try {
+    handOver();
     lines?.flushSync();
   } catch {
     // Nothing more can be done for lines that cannot be written.

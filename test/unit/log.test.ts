@@ -3,16 +3,21 @@
  * order when the process exits, and none held back while it runs and goes quiet.
  */
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 
 const LOG = path.resolve('src/log.ts');
 
+/** script is a module that runs `body` with `log` (createLogger('info')) in scope. */
+const script = (body: string) =>
+  `import { createLogger } from ${JSON.stringify(LOG)};\nconst log = createLogger('info');\n${body}`;
+
 /** logger starts a node process that runs `body` with `log` (createLogger('info')) in scope. */
 function logger(body: string): { child: ChildProcess; lines: string[]; exited: Promise<number | null> } {
-  const script = `import { createLogger } from ${JSON.stringify(LOG)};\nconst log = createLogger('info');\n${body}`;
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(body)], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const lines: string[] = [];
@@ -49,6 +54,52 @@ describe('log lines', function () {
     } finally {
       child.kill('SIGKILL');
       await exited;
+    }
+  });
+
+  it('are written once each, and a quiet process writes nothing to stderr (strace)', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-log-'));
+    try {
+      const trace = path.join(dir, 'trace');
+      // Two lines, then a second of quiet: the wait for a batch must not go on writing.
+      const run = spawnSync(
+        'strace',
+        [
+          '-f',
+          '-qq',
+          '-s',
+          '4096',
+          '-e',
+          'trace=write,writev',
+          '-o',
+          trace,
+          process.execPath,
+          '--import',
+          'tsx',
+        ].concat([
+          '--input-type=module',
+          '-e',
+          script("log.info('one');\nlog.info('two');\nsetTimeout(() => process.exit(0), 1000);"),
+        ]),
+        { encoding: 'utf8' },
+      );
+      if (run.error)
+        throw new Error(`strace is needed for this test (Debian package strace): ${run.error.message}`);
+      expect(run.status, run.stderr).to.equal(0);
+      const toStderr = readFileSync(trace, 'utf8')
+        .split('\n')
+        .filter((l) => /^\d+ +writev?\(2,/.test(l));
+      // sonic-boom's periodic flush wrote an empty string every 50 ms: 20 writes here.
+      expect(toStderr, toStderr.join('\n')).to.have.length(1);
+      expect(toStderr[0]).to.match(/message\\+":\\+"one.*message\\+":\\+"two/);
+      expect(
+        run.stderr
+          .trim()
+          .split('\n')
+          .map((l) => (JSON.parse(l) as { message: string }).message),
+      ).to.deep.equal(['one', 'two']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
