@@ -3,11 +3,10 @@
  * order when the process exits, and none held back while it runs and goes quiet.
  */
 import { expect } from 'chai';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { underStrace } from '../helpers/strace.ts';
 
 const LOG = path.resolve('src/log.ts');
 
@@ -58,48 +57,24 @@ describe('log lines', function () {
   });
 
   it('are written once each, and a quiet process writes nothing to stderr (strace)', () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-log-'));
-    try {
-      const trace = path.join(dir, 'trace');
-      // Two lines, then a second of quiet: the wait for a batch must not go on writing.
-      const run = spawnSync(
-        'strace',
-        [
-          '-f',
-          '-qq',
-          '-s',
-          '4096',
-          '-e',
-          'trace=write,writev',
-          '-o',
-          trace,
-          process.execPath,
-          '--import',
-          'tsx',
-        ].concat([
-          '--input-type=module',
-          '-e',
-          script("log.info('one');\nlog.info('two');\nsetTimeout(() => process.exit(0), 1000);"),
-        ]),
-        { encoding: 'utf8' },
-      );
-      if (run.error)
-        throw new Error(`strace is needed for this test (Debian package strace): ${run.error.message}`);
-      expect(run.status, run.stderr).to.equal(0);
-      const toStderr = readFileSync(trace, 'utf8')
+    // Two lines, then a second of quiet: the wait for a batch must not go on writing.
+    const run = underStrace('write,writev', [
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      script("log.info('one');\nlog.info('two');\nsetTimeout(() => process.exit(0), 1000);"),
+    ]);
+    expect(run.status, run.stderr).to.equal(0);
+    const toStderr = run.lines.filter((l) => /^\d+ +writev?\(2,/.test(l));
+    // sonic-boom's periodic flush wrote an empty string every 50 ms: 20 writes here.
+    expect(toStderr, toStderr.join('\n')).to.have.length(1);
+    expect(toStderr[0]).to.match(/message\\+":\\+"one.*message\\+":\\+"two/);
+    expect(
+      run.stderr
+        .trim()
         .split('\n')
-        .filter((l) => /^\d+ +writev?\(2,/.test(l));
-      // sonic-boom's periodic flush wrote an empty string every 50 ms: 20 writes here.
-      expect(toStderr, toStderr.join('\n')).to.have.length(1);
-      expect(toStderr[0]).to.match(/message\\+":\\+"one.*message\\+":\\+"two/);
-      expect(
-        run.stderr
-          .trim()
-          .split('\n')
-          .map((l) => (JSON.parse(l) as { message: string }).message),
-      ).to.deep.equal(['one', 'two']);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+        .map((l) => (JSON.parse(l) as { message: string }).message),
+    ).to.deep.equal(['one', 'two']);
   });
 });

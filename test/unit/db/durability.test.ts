@@ -3,13 +3,13 @@
  * disk before the client hears success; `os` leaves them to the page cache. Checked where it
  * shows: the database's own setting, and the fsync calls the kernel sees (strace) for a blob put.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { dbKind, openTestCore } from '../../helpers/gateway.ts';
 import { dbOf } from '../../helpers/internals.ts';
+import { underStrace } from '../../helpers/strace.ts';
 
 /**
  * syncsUnderStrace runs the script `source(dir)` (a module in a temp dir) under strace and returns
@@ -28,26 +28,13 @@ function syncsUnderStrace(
   try {
     const script = path.join(dir, 'script.mts');
     writeFileSync(script, source(dir));
-    const trace = path.join(dir, 'trace');
-    const run = spawnSync(
-      'strace',
-      [
-        '-f',
-        '-qq',
-        '-y',
-        '-e',
-        'trace=fsync,fdatasync,sync_file_range,openat',
-        '-o',
-        trace,
-        process.execPath,
-      ].concat(['--import', 'tsx', script]),
-      { encoding: 'utf8', env: { ...process.env, SVC_TEST_DATABASE_URL: '' } },
-    );
-    if (run.error)
-      throw new Error(`strace is needed for this test (Debian package strace): ${run.error.message}`);
+    const run = underStrace('fsync,fdatasync,sync_file_range,openat', ['--import', 'tsx', script], {
+      env: { ...process.env, SVC_TEST_DATABASE_URL: '' },
+      paths: true,
+    });
     expect(run.status, run.stderr).to.equal(0);
     after?.(dir);
-    const lines = readFileSync(trace, 'utf8').split('\n');
+    const lines = run.lines;
     // SQLite's checkpoints run in a worker thread with a connection of its own (checkpointer.ts):
     // the threads that open the database file, but for the first (the main thread).
     const openers = [
