@@ -12,10 +12,9 @@
  * lockout, and the cause is logged once, here.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import { LessThan, MoreThan, Raw, type EntityManager } from 'typeorm';
+import { LessThan, type EntityManager } from 'typeorm';
 import { afterCommit } from '../../db/database.ts';
 import {
-  ActionEntity,
   ClientLoginEntity,
   FileEntity,
   PublicKeyEntity,
@@ -24,6 +23,7 @@ import {
   type UserRow,
 } from '../../db/entities.ts';
 import { clientIp, ipAllowed } from '../access/allowed-ips.ts';
+import { failedLoginsFrom, unknownNameFailures } from '../actions/failed-logins.ts';
 import { recordAction, type FailureType } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { LogThrottle } from '../../log.ts';
@@ -269,22 +269,13 @@ export class LoginGate {
     const nameKey = req.username.slice(0, 50).toLowerCase();
     const { user, ipFailures, nameFailures } = await this.ctx.db.read(async (em) => ({
       user: await em.findOneBy(UserEntity, { username_key: req.username.toLowerCase() }),
-      ipFailures: await em.countBy(ActionEntity, {
-        ip: req.ip,
-        action: 'failedlogin',
-        when: MoreThan(ipWindowStart),
-      }),
+      ipFailures: await failedLoginsFrom(em, req.ip, ipWindowStart),
       // Read on every login, not only for unknown names, so the work (and the time) is the same.
-      nameFailures: await em.find(ActionEntity, {
-        select: { when: true },
-        where: {
-          action: 'failedlogin',
-          failure_type: 'username_not_found',
-          when: MoreThan(new Date(now - (lockout.window_minutes + lockout.duration_minutes) * 60_000)),
-          username: Raw((column) => `LOWER(${column}) = :nameKey`, { nameKey }),
-        },
-        order: { when: 'ASC', id: 'ASC' },
-      }),
+      nameFailures: await unknownNameFailures(
+        em,
+        nameKey,
+        new Date(now - (lockout.window_minutes + lockout.duration_minutes) * 60_000),
+      ),
     }));
     // Checked before bcrypt so a password-guessing client cannot make the server burn CPU.
     if (ipFailures >= lockout.ip_max_failures) {
@@ -310,10 +301,7 @@ export class LoginGate {
     // an unknown name's `invalid-username-or-password` after bcrypt).
     const lockedUntil = user
       ? (user.locked_until?.getTime() ?? 0)
-      : unknownNameLockedUntil(
-          nameFailures.map((a) => a.when.getTime()),
-          lockout,
-        );
+      : unknownNameLockedUntil(nameFailures, lockout);
     // bcrypt runs on every path, locked or not, user or not: the same work for every answer.
     const matches = await verify(user);
     if (lockedUntil > now) {

@@ -16,19 +16,14 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { MoreThan, type EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { z } from 'zod';
-import {
-  ActionEntity,
-  BundleEntity,
-  UserEntity,
-  type BundleKind,
-  type BundleRow,
-} from '../../db/entities.ts';
+import { BundleEntity, UserEntity, type BundleKind, type BundleRow } from '../../db/entities.ts';
 import { hashPassword, PASSWORD_MAX_BYTES, verifyPassword } from '../accounts/passwords.ts';
 import { clientIp } from '../access/allowed-ips.ts';
 import { requireFullKey } from '../access/guards.ts';
 import { rightsOnEach } from '../access/rights.ts';
+import { failedLoginsFrom } from '../actions/failed-logins.ts';
 import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, modelSaveError } from '../errors.ts';
@@ -324,11 +319,7 @@ export class Bundles {
     if (!row.password_hash) return this.grant(row);
     const { lockout } = this.ctx.config;
     const failures = await this.ctx.db.read((em) =>
-      em.countBy(ActionEntity, {
-        ip: addr,
-        action: 'failedlogin',
-        when: MoreThan(new Date(Date.now() - lockout.ip_window_minutes * 60_000)),
-      }),
+      failedLoginsFrom(em, addr, new Date(Date.now() - lockout.ip_window_minutes * 60_000)),
     );
     if (failures >= lockout.ip_max_failures)
       throw new GatewayError(

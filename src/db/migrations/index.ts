@@ -13,6 +13,7 @@ import { Bundles1765065600000 } from './0012-bundles.ts';
 import { Connections1765152000000 } from './0013-connections.ts';
 import { PermissionPathIndex1765238400000 } from './0014-permission-path-index.ts';
 import { DavPropertiesPathIndex1765324800000 } from './0015-dav-properties-path-index.ts';
+import { FailedLoginIndex1765411200000 } from './0016-failed-login-index.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -31,4 +32,5 @@ export const migrations = [
   Connections1765152000000,
   PermissionPathIndex1765238400000,
   DavPropertiesPathIndex1765324800000,
+  FailedLoginIndex1765411200000,
 ];
