@@ -26,12 +26,13 @@ export class Retention {
   async tick(now = new Date()): Promise<boolean> {
     const cutoff = new Date(now.getTime() - this.ctx.config.events.retention_days * DAY_MS);
     const counts = [
-      await this.prune(ActionEntity, { when: LessThan(cutoff) }),
-      await this.prune(WebhookAttemptEntity, { created_at: LessThan(cutoff) }),
-      await this.prune(WebhookDeliveryEntity, {
-        created_at: LessThan(cutoff),
-        status: In(['succeeded', 'failed']),
-      }),
+      await this.prune(ActionEntity, { when: LessThan(cutoff) }, 'when'),
+      await this.prune(WebhookAttemptEntity, { created_at: LessThan(cutoff) }, 'created_at'),
+      await this.prune(
+        WebhookDeliveryEntity,
+        { created_at: LessThan(cutoff), status: In(['succeeded', 'failed']) },
+        'created_at',
+      ),
       await this.pruneExports(cutoff),
     ];
     const total = counts.reduce((a, b) => a + b, 0);
@@ -65,16 +66,25 @@ export class Retention {
     });
   }
 
+  /**
+   * prune deletes a batch of the rows `where` finds, oldest first by their time column `by`: the
+   * order of an index on that time (the Actions' from migration 0008, the attempts' own, the
+   * deliveries' from 0017), so the look stops at the first row too young. In the order of ids it
+   * went through the whole table whenever nothing was old enough, as on most sites most of the
+   * time: 19.5 ms of the event loop a minute with 266,000 Actions on SQLite, growing with the log
+   * (90 days of it).
+   */
   private prune<T extends ObjectLiteral & { id: number }>(
     entity: EntityTarget<T>,
     where: FindOptionsWhere<T>,
+    by: keyof T & string,
   ): Promise<number> {
     return this.ctx.db.work(async (em) => {
       const ids = (
         await em.find(entity, {
           where,
           select: { id: true } as never,
-          order: { id: 'ASC' } as never,
+          order: { [by]: 'ASC', id: 'ASC' } as never,
           take: BATCH,
         })
       ).map((r) => r.id);

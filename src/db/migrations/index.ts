@@ -14,6 +14,7 @@ import { Connections1765152000000 } from './0013-connections.ts';
 import { PermissionPathIndex1765238400000 } from './0014-permission-path-index.ts';
 import { DavPropertiesPathIndex1765324800000 } from './0015-dav-properties-path-index.ts';
 import { FailedLoginIndex1765411200000 } from './0016-failed-login-index.ts';
+import { RetentionNotificationIndexes1765497600000 } from './0017-retention-and-notification-indexes.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -33,4 +34,5 @@ export const migrations = [
   PermissionPathIndex1765238400000,
   DavPropertiesPathIndex1765324800000,
   FailedLoginIndex1765411200000,
+  RetentionNotificationIndexes1765497600000,
 ];

@@ -18,6 +18,7 @@ import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 import { collectGarbage } from '../../helpers/gc.ts';
 import { closedPort, startBrokenServer, startSmtp, type Received } from './smtp.ts';
 import { dbOf } from '../../helpers/internals.ts';
+import { queriesDuring, wholeReads } from '../../helpers/plans.ts';
 
 const MINUTE = 60_000;
 
@@ -151,6 +152,17 @@ describe(`e-mail notifications (${dbKind})`, function () {
     expect(body).not.to.include('elsewhere.txt');
     expect(body).to.match(/Subject: 20 files changed/);
     expect(await rowsOf(t.core)).to.have.length(0);
+  });
+
+  it("an upload looks its folders' watchers up by path, not by reading every subscription", async () => {
+    const opened = await openTestCore({ events: { poll_interval_ms: 25, notification_batch_seconds: 0.2 } });
+    t = opened;
+    await watcher(opened.core, 'watcher@example.test');
+    await opened.core.namespace.mkdir(operatorPrincipal(), 'watched/sub');
+    const statements = await queriesDuring(opened.core, () => put(opened.core, 'watched/sub/one.txt', 'v1'));
+    expect(statements.some((s) => /FROM notifications/.test(s.query))).to.equal(true);
+    const whole = await wholeReads(opened.core, statements, ['notifications']);
+    expect(whole, whole.join('\n')).to.deep.equal([]);
   });
 
   it('without SMTP writes the message as an .eml file under <data_dir>/mail and logs it', async () => {
