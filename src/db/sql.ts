@@ -5,7 +5,7 @@
  * statement and kept. better-sqlite3 keeps the prepared statement by its text (TypeORM's cache),
  * so a hot statement is prepared once.
  */
-import type { EntityManager, EntitySchema, ValueTransformer } from 'typeorm';
+import type { DataSource, EntityManager, EntitySchema, ValueTransformer } from 'typeorm';
 import type { DatabaseKind } from './database.ts';
 
 const pgText = new Map<string, string>();
@@ -74,6 +74,32 @@ export async function sqlArrays(
  */
 export function bytewise(kind: DatabaseKind, expr: string): string {
   return kind === 'postgres' ? `${expr} COLLATE "C"` : expr;
+}
+
+/** kindOf tells which database a unit of work (or a query builder) talks to. */
+export function kindOf(on: { connection: DataSource }): DatabaseKind {
+  return on.connection.driver.options.type === 'postgres' ? 'postgres' : 'sqlite';
+}
+
+/**
+ * inside is the test "`column` (a path) is strictly inside `folder`" for a query with named
+ * parameters, and those parameters (`:<name>Below`, `:<name>Beyond`): a range an index on the
+ * column seeks. Everything under `a/` sorts from `a/` up to (not including) `a0`, '0' following
+ * '/', compared byte by byte (bytewise; on PostgreSQL through an index built `COLLATE "C"`, as
+ * migrations 0008, 0015 and 0018 make). The `substr(path, 1, n) = 'a/'` test it replaces is exact
+ * too but seeks nothing: every folder move, copy or delete read the whole files table.
+ */
+export function inside(
+  on: { connection: DataSource },
+  column: string,
+  folder: string,
+  name = 'sub',
+): [string, Record<string, string>] {
+  const col = bytewise(kindOf(on), column);
+  return [
+    `${col} >= :${name}Below AND ${col} < :${name}Beyond`,
+    { [`${name}Below`]: `${folder}/`, [`${name}Beyond`]: `${folder}0` },
+  ];
 }
 
 /** marks is `?, ?, …` for an IN list of n values. */

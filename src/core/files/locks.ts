@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { LessThan, type EntityManager } from 'typeorm';
 import { DavLockEntity, type DavLockRow } from '../../db/entities.ts';
-import { marks, rowOf, sql } from '../../db/sql.ts';
+import { inside, marks, rowOf, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
@@ -85,7 +85,7 @@ export async function deleteLocksUnder(em: EntityManager, site: string): Promise
       .createQueryBuilder()
       .delete()
       .from(DavLockEntity)
-      .where('substr(path, 1, :n) = :p', { n: [...`${site}/`].length, p: `${site}/` })
+      .where(...inside(em, 'path', site))
       .execute();
 }
 

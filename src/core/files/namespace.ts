@@ -3,13 +3,13 @@
  * bytes are blobs. Everything here runs inside a caller's unit of work on site paths, with no
  * permission checks: FileSession (session.ts) authorizes, then calls these.
  *
- * Subtrees are selected with `substr(path, 1, n) = 'folder/'`, which is byte-exact and
- * case-sensitive on SQLite and PostgreSQL alike (LIKE is case-insensitive on SQLite, and a range
- * on `path` would depend on PostgreSQL's collation).
+ * Subtrees are selected as the byte range from `folder/` to `folder0` (db/sql.ts inside), which is
+ * exact and case-sensitive on SQLite and PostgreSQL alike and seeks the path index (LIKE is
+ * case-insensitive on SQLite; a substr test reads every row).
  */
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
-import { marks, rowOf, sql, sqlArrays } from '../../db/sql.ts';
+import { inside, marks, rowOf, sql, sqlArrays } from '../../db/sql.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, baseName, parentOf } from '../paths.ts';
 import { markGarbage } from './blobs.ts';
@@ -64,11 +64,7 @@ export function inSubtree<T extends object>(
   folder: string,
 ): SelectQueryBuilder<T> {
   if (folder === '') return qb.andWhere(`${alias}.path <> ''`);
-  const prefix = `${folder}/`;
-  return qb.andWhere(`substr(${alias}.path, 1, :subLen) = :subPrefix`, {
-    subLen: charLength(prefix),
-    subPrefix: prefix,
-  });
+  return qb.andWhere(...inside(qb, `${alias}.path`, folder));
 }
 
 // The files columns as FileRow names them; hand-written (db/sql.ts): these run for every file.
@@ -269,7 +265,7 @@ export async function deleteTree(em: EntityManager, row: FileRow): Promise<numbe
     await repo
       .createQueryBuilder()
       .delete()
-      .where('substr(path, 1, :n) = :p', { n: charLength(`${row.path}/`), p: `${row.path}/` })
+      .where(...inside(em, 'path', row.path))
       .execute();
   }
   await repo.delete({ id: row.id });
@@ -292,7 +288,7 @@ export async function moveTree(em: EntityManager, row: FileRow, to: string): Pro
         parent: () =>
           `CASE WHEN parent = :fromFolder THEN :toFolder ELSE :toPrefix || substr(parent, ${n + 1}) END`,
       })
-      .where('substr(path, 1, :n) = :from', { n, from })
+      .where(...inside(em, 'path', row.path))
       .setParameters({ toPrefix: `${to}/`, fromFolder: row.path, toFolder: to })
       .execute();
   }

@@ -5,7 +5,7 @@
  */
 import type { EntityManager } from 'typeorm';
 import { DavPropertyEntity, FileEntity } from '../../db/entities.ts';
-import { bytewise, marks, sql } from '../../db/sql.ts';
+import { bytewise, inside, marks, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import type { BlobStore } from './blobstore.ts';
@@ -31,8 +31,6 @@ export type PropertyChange =
 /** MAX_PROPERTY_BYTES bounds one property's value. */
 export const MAX_PROPERTY_BYTES = 64 * 1024;
 
-const subtree = (site: string) => ({ n: [...`${site}/`].length, p: `${site}/` });
-
 /** forgetDav drops the dead properties and locks of `site` and below (DELETE, overwritten destination). */
 export async function forgetDav(em: EntityManager, site: string): Promise<void> {
   await em.delete(DavPropertyEntity, { path: site });
@@ -40,7 +38,7 @@ export async function forgetDav(em: EntityManager, site: string): Promise<void> 
     .createQueryBuilder()
     .delete()
     .from(DavPropertyEntity)
-    .where('substr(path, 1, :n) = :p', subtree(site))
+    .where(...inside(em, 'path', site))
     .execute();
   await deleteLocksUnder(em, site);
 }
@@ -48,12 +46,12 @@ export async function forgetDav(em: EntityManager, site: string): Promise<void> 
 /** moveDav carries the dead properties of a moved subtree to its new paths; its locks stay behind and go. */
 export async function moveDav(em: EntityManager, from: string, to: string): Promise<void> {
   await em.update(DavPropertyEntity, { path: from }, { path: to });
-  const { n, p } = subtree(from);
+  const n = [...`${from}/`].length;
   await em
     .createQueryBuilder()
     .update(DavPropertyEntity)
     .set({ path: () => `:toPrefix || substr(path, ${n + 1})` })
-    .where('substr(path, 1, :n) = :p', { n, p })
+    .where(...inside(em, 'path', from))
     .setParameters({ toPrefix: `${to}/` })
     .execute();
   await deleteLocksUnder(em, from);

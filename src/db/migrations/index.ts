@@ -15,6 +15,7 @@ import { PermissionPathIndex1765238400000 } from './0014-permission-path-index.t
 import { DavPropertiesPathIndex1765324800000 } from './0015-dav-properties-path-index.ts';
 import { FailedLoginIndex1765411200000 } from './0016-failed-login-index.ts';
 import { RetentionNotificationIndexes1765497600000 } from './0017-retention-and-notification-indexes.ts';
+import { SubtreePathIndexes1765584000000 } from './0018-subtree-path-indexes.ts';
 
 /** migrations lists every schema migration in the order they apply. */
 export const migrations = [
@@ -35,4 +36,5 @@ export const migrations = [
   DavPropertiesPathIndex1765324800000,
   FailedLoginIndex1765411200000,
   RetentionNotificationIndexes1765497600000,
+  SubtreePathIndexes1765584000000,
 ];
