@@ -102,6 +102,16 @@ export function inside(
   ];
 }
 
+/** insideMarked is `inside` for a hand-written statement (`sql`): the test with `?` marks, and their values. */
+export function insideMarked(
+  on: { connection: DataSource },
+  column: string,
+  folder: string,
+): [string, string[]] {
+  const col = bytewise(kindOf(on), column);
+  return [`${col} >= ? AND ${col} < ?`, [`${folder}/`, `${folder}0`]];
+}
+
 /** marks is `?, ?, …` for an IN list of n values. */
 export function marks(n: number): string {
   return n === 1 ? '?' : `?${', ?'.repeat(n - 1)}`;

@@ -34,7 +34,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { In, LessThan, type DataSource, type EntityManager } from 'typeorm';
 import { afterCommit } from '../../db/database.ts';
-import { sql } from '../../db/sql.ts';
+import { insideMarked, sql } from '../../db/sql.ts';
 import { BlobGarbageEntity, BlobLeaseEntity, FileEntity } from '../../db/entities.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
@@ -87,6 +87,14 @@ export type NewBlob = Lease;
 const byDatabase = new WeakMap<DataSource, Blobs>();
 
 /**
+ * BULK is how many blobs one unit of work may mark with a lock each; more are marked under the
+ * lock on all garbage (lockAllGarbage). PostgreSQL keeps every advisory lock of a transaction in a
+ * shared table of about 64 per connection: deleting a folder of 20,000 files took one per blob and
+ * failed with "out of shared memory", deleting nothing.
+ */
+const BULK = 1000;
+
+/**
  * markGarbage queues blobs as no longer wanted, in the caller's unit of work; once it commits they
  * are reclaimed unless a row still refers to them or a lease holds them.
  */
@@ -95,7 +103,8 @@ export async function markGarbage(em: EntityManager, blobIds: (string | null)[])
   if (ids.length === 0) return;
   // Under the collector's lock: a collector that found this blob still referenced (by the row this
   // unit of work drops) and dropped its mark must commit before the mark is looked for here.
-  await lockBlobs(em, ids, true);
+  if (ids.length > BULK) await lockAllGarbage(em, true);
+  else await lockBlobs(em, ids, true);
   const since = Date.now();
   for (const id of ids)
     await sql(
@@ -105,6 +114,25 @@ export async function markGarbage(em: EntityManager, blobIds: (string | null)[])
     );
   const blobs = byDatabase.get(em.connection);
   if (blobs) afterCommit(em, () => blobs.reclaimSoon(ids));
+}
+
+/**
+ * markGarbageInside marks, in the caller's unit of work, the blobs of every file strictly inside
+ * `folder` (whose rows it is about to delete) as garbage, inside the database: a folder of any
+ * size, never its blob ids in memory. Once it commits they are reclaimed in batches (reclaimMarked).
+ */
+export async function markGarbageInside(em: EntityManager, folder: string): Promise<void> {
+  await lockAllGarbage(em, true);
+  const since = Date.now();
+  const [test, bounds] = insideMarked(em, 'path', folder);
+  await sql(
+    em,
+    'INSERT INTO blob_garbage (blob_id, since) SELECT DISTINCT blob_id, CAST(? AS BIGINT) FROM files ' +
+      `WHERE ${test} AND blob_id IS NOT NULL ON CONFLICT (blob_id) DO NOTHING`,
+    [since, ...bounds],
+  );
+  const blobs = byDatabase.get(em.connection);
+  if (blobs) afterCommit(em, () => blobs.reclaimMarked(since));
 }
 
 /**
@@ -119,6 +147,19 @@ async function lockBlobs(em: EntityManager, blobIds: BlobId[], exclusive: boolea
   await em.query(`SELECT ${fn}(hashtextextended(b, 0)) FROM unnest($1::text[]) AS b`, [[...blobIds].sort()]);
 }
 
+/**
+ * lockAllGarbage takes PostgreSQL's advisory lock on all garbage until the unit of work ends:
+ * exclusive to mark many blobs at once, shared by the collector for each blob it looks at (after
+ * that blob's own lock, which a marking unit of work may hold already, so the two never wait on
+ * each other in a circle). Either the marking waits for every collector that dropped a mark to
+ * commit, or the collectors wait for the marking; as a blob's own lock does for one.
+ */
+async function lockAllGarbage(em: EntityManager, exclusive: boolean): Promise<void> {
+  if (em.connection.driver.options.type !== 'postgres') return;
+  const fn = exclusive ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared';
+  await em.query(`SELECT ${fn}(hashtextextended('blob_garbage', 0))`);
+}
+
 /** Blobs tracks this instance's leases and reclaims garbage blobs. */
 export class Blobs {
   /**
@@ -131,6 +172,8 @@ export class Blobs {
   private readonly running = new Set<Promise<unknown>>();
   /** the reclaims due when download URLs expire */
   private readonly urlTimers = new Set<NodeJS.Timeout>();
+  /** set once stop is called: the background work that loops ends early */
+  private stopping = false;
   /** the last answer of underPressure, and when it was found */
   private pressure: { at: number; under: boolean } | null = null;
 
@@ -339,6 +382,31 @@ export class Blobs {
   }
 
   /**
+   * reclaimMarked reclaims in the background, BATCH at a time, the garbage marked at `since` that
+   * no lease holds (markGarbageInside's): each batch's marks are taken, so the next finds the rest.
+   * A stopping gateway stops after the batch under way; the marks left are collect's.
+   */
+  reclaimMarked(since: number): void {
+    this.track(
+      (async () => {
+        while (!this.stopping) {
+          const due = await this.ctx.db.read((em) =>
+            sql<{ blob_id: string }>(
+              em,
+              'SELECT blob_id FROM blob_garbage g WHERE since = ? ' +
+                'AND NOT EXISTS (SELECT 1 FROM blob_leases l WHERE l.blob_id = g.blob_id) LIMIT ?',
+              [since, BATCH],
+            ),
+          );
+          if (due.length === 0) return;
+          await this.reclaim(due.map((g) => g.blob_id));
+          if (due.length < BATCH) return;
+        }
+      })(),
+    );
+  }
+
+  /**
    * reclaim deletes each blob that is garbage, referred to by no row and held by no live lease,
    * and returns how many it deleted. The check is a short unit of work per blob, the delete comes
    * after it; of two instances reclaiming one blob at once only the one that took its garbage row
@@ -350,6 +418,7 @@ export class Blobs {
     for (const blobId of blobIds) {
       const unwanted = await this.ctx.db.work(async (em) => {
         await lockBlobs(em, [blobId], true);
+        await lockAllGarbage(em, false);
         // Under disk pressure only readers hold a blob, not download URLs nobody may ever use.
         const held = await sql(
           em,
@@ -425,6 +494,7 @@ export class Blobs {
 
   /** stop ends the renewal and waits for the releases, reclaims and cut uploads' ends under way. */
   async stop(): Promise<void> {
+    this.stopping = true;
     if (this.renewal) clearInterval(this.renewal);
     this.renewal = null;
     for (const t of this.urlTimers) clearTimeout(t);

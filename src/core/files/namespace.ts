@@ -9,10 +9,10 @@
  */
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
 import { FileEntity, type FileRow } from '../../db/entities.ts';
-import { inside, marks, rowOf, sql, sqlArrays } from '../../db/sql.ts';
+import { inside, insideMarked, marks, rowOf, sql, sqlArrays } from '../../db/sql.ts';
 import { GatewayError } from '../errors.ts';
 import { ancestorsOf, baseName, parentOf } from '../paths.ts';
-import { markGarbage } from './blobs.ts';
+import { markGarbage, markGarbageInside } from './blobs.ts';
 
 export { markGarbage };
 
@@ -249,28 +249,23 @@ export async function ensureFolders(
   }
 }
 
-/** deleteTree deletes a row and, for a folder, everything below it; the blobs become garbage. */
-export async function deleteTree(em: EntityManager, row: FileRow): Promise<number> {
-  const repo = em.getRepository(FileEntity);
-  let blobs: (string | null)[] = [row.blob_id];
-  let count = 1;
+/**
+ * deleteTree deletes a row and, for a folder, everything below it; the blobs become garbage. What
+ * is below is marked and deleted by statements over its range of paths, never read into memory (a
+ * folder of 300,000 files took 90 MiB for its rows' ids and blobs).
+ */
+export async function deleteTree(em: EntityManager, row: FileRow): Promise<void> {
   if (row.type === 'directory') {
-    const below = await inSubtree(
-      repo.createQueryBuilder('f').select(['f.id', 'f.blob_id']),
-      'f',
-      row.path,
-    ).getMany();
-    blobs = blobs.concat(below.map((r) => r.blob_id));
-    count += below.length;
-    await repo
+    await markGarbageInside(em, row.path);
+    await em
+      .getRepository(FileEntity)
       .createQueryBuilder()
       .delete()
       .where(...inside(em, 'path', row.path))
       .execute();
   }
-  await repo.delete({ id: row.id });
-  await markGarbage(em, blobs);
-  return count;
+  await em.getRepository(FileEntity).delete({ id: row.id });
+  await markGarbage(em, [row.blob_id]);
 }
 
 /** moveTree renames a row and, for a folder, every path below it. Bytes do not move. */
@@ -295,30 +290,34 @@ export async function moveTree(em: EntityManager, row: FileRow, to: string): Pro
   await repo.update({ id: row.id }, { path: to, parent: parentOf(to), name: baseName(to) });
 }
 
-/** copyTree copies a row and, for a folder, everything below it. Copies share the immutable blobs. */
-export async function copyTree(em: EntityManager, row: FileRow, to: string): Promise<number> {
-  const repo = em.getRepository(FileEntity);
-  const copyRow = (r: FileRow, path: string) => ({
-    path,
-    parent: parentOf(path),
-    name: baseName(path),
-    type: r.type,
-    size: r.size,
-    mtime: r.mtime,
-    md5: r.md5,
-    crc32: r.crc32,
-    blob_id: r.blob_id,
+/**
+ * copyTree copies a row and, for a folder, everything below it. Copies share the immutable blobs.
+ * What is below is copied by one INSERT … SELECT, inside the database: a folder of any size, never
+ * its rows in memory (they were read whole, then written back 200 at a time).
+ */
+export async function copyTree(em: EntityManager, row: FileRow, to: string): Promise<void> {
+  await em.getRepository(FileEntity).insert({
+    path: to,
+    parent: parentOf(to),
+    name: baseName(to),
+    type: row.type,
+    size: row.size,
+    mtime: row.mtime,
+    md5: row.md5,
+    crc32: row.crc32,
+    blob_id: row.blob_id,
   });
-  await repo.insert(copyRow(row, to));
-  if (row.type !== 'directory') return 1;
-  const below = await inSubtree(repo.createQueryBuilder('f'), 'f', row.path)
-    .orderBy('f.path', 'ASC')
-    .getMany();
-  const n = row.path.length;
-  for (let i = 0; i < below.length; i += 200) {
-    await repo.insert(below.slice(i, i + 200).map((r) => copyRow(r, `${to}${r.path.slice(n)}`)));
-  }
-  return 1 + below.length;
+  if (row.type !== 'directory') return;
+  // The new path is the new prefix and the rest of the old one; a direct child's parent is `to`.
+  const n = charLength(`${row.path}/`);
+  const [test, bounds] = insideMarked(em, 'path', row.path);
+  await sql(
+    em,
+    'INSERT INTO files (path, parent, name, type, size, mtime, md5, crc32, blob_id) ' +
+      `SELECT ? || substr(path, ${n + 1}), CASE WHEN parent = ? THEN ? ELSE ? || substr(parent, ${n + 1}) END, ` +
+      `name, type, size, mtime, md5, crc32, blob_id FROM files WHERE ${test}`,
+    [`${to}/`, row.path, to, `${to}/`, ...bounds],
+  );
 }
 
 /** toEntry turns a row into an Entry with the path as the session sees it. */

@@ -5,7 +5,7 @@
  */
 import type { EntityManager } from 'typeorm';
 import { DavPropertyEntity, FileEntity } from '../../db/entities.ts';
-import { bytewise, inside, marks, sql } from '../../db/sql.ts';
+import { bytewise, inside, insideMarked, marks, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import type { BlobStore } from './blobstore.ts';
@@ -57,20 +57,25 @@ export async function moveDav(em: EntityManager, from: string, to: string): Prom
   await deleteLocksUnder(em, from);
 }
 
-/** copyDav copies the dead properties of a copied subtree (locks are never copied). */
+/**
+ * copyDav copies the dead properties of a copied subtree (locks are never copied), inside the
+ * database: one INSERT … SELECT for the folder's own and one for everything below it.
+ */
 export async function copyDav(em: EntityManager, from: string, to: string): Promise<void> {
-  const repo = em.getRepository(DavPropertyEntity);
-  const rows = [
-    ...(await repo.findBy({ path: from })),
-    ...(await inSubtree(repo.createQueryBuilder('f'), 'f', from).getMany()),
-  ];
-  const copies = rows.map((r) => ({
-    path: `${to}${r.path.slice(from.length)}`,
-    namespace: r.namespace,
-    name: r.name,
-    value: r.value,
-  }));
-  for (let i = 0; i < copies.length; i += 200) await repo.insert(copies.slice(i, i + 200));
+  await sql(
+    em,
+    'INSERT INTO dav_properties (path, namespace, name, value) ' +
+      'SELECT ?, namespace, name, value FROM dav_properties WHERE path = ?',
+    [to, from],
+  );
+  const n = [...`${from}/`].length;
+  const [test, bounds] = insideMarked(em, 'path', from);
+  await sql(
+    em,
+    'INSERT INTO dav_properties (path, namespace, name, value) ' +
+      `SELECT ? || substr(path, ${n + 1}), namespace, name, value FROM dav_properties WHERE ${test}`,
+    [`${to}/`, ...bounds],
+  );
 }
 
 /** Properties reads and changes dead properties, and tells a session's quota figures (RFC 4331). */
