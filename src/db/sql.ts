@@ -82,12 +82,19 @@ export function kindOf(on: { connection: DataSource }): DatabaseKind {
 }
 
 /**
- * inside is the test "`column` (a path) is strictly inside `folder`" for a query with named
- * parameters, and those parameters (`:<name>Below`, `:<name>Beyond`): a range an index on the
- * column seeks. Everything under `a/` sorts from `a/` up to (not including) `a0`, '0' following
- * '/', compared byte by byte (bytewise; on PostgreSQL through an index built `COLLATE "C"`, as
- * migrations 0008, 0015 and 0018 make). The `substr(path, 1, n) = 'a/'` test it replaces is exact
- * too but seeks nothing: every folder move, copy or delete read the whole files table.
+ * subtreeBounds are the bounds of the paths strictly inside `folder` (not the root): everything
+ * under `a/` sorts from `a/` up to (not including) `a0`, '0' following '/', compared byte by byte
+ * (bytewise; on PostgreSQL through indexes built `COLLATE "C"`, migrations 0008, 0015 and 0018).
+ * A range an index on the path seeks; a `substr(path, 1, n) = 'a/'` test, exact too, seeks
+ * nothing (every folder move, copy or delete read the whole files table through one).
+ */
+export function subtreeBounds(folder: string): [below: string, beyond: string] {
+  return [`${folder}/`, `${folder}0`];
+}
+
+/**
+ * inside is the test "`column` (a path) is strictly inside `folder`" (subtreeBounds) for a query
+ * with named parameters, and those parameters (`:<name>Below`, `:<name>Beyond`).
  */
 export function inside(
   on: { connection: DataSource },
@@ -96,9 +103,10 @@ export function inside(
   name = 'sub',
 ): [string, Record<string, string>] {
   const col = bytewise(kindOf(on), column);
+  const [below, beyond] = subtreeBounds(folder);
   return [
     `${col} >= :${name}Below AND ${col} < :${name}Beyond`,
-    { [`${name}Below`]: `${folder}/`, [`${name}Beyond`]: `${folder}0` },
+    { [`${name}Below`]: below, [`${name}Beyond`]: beyond },
   ];
 }
 
@@ -109,7 +117,7 @@ export function insideMarked(
   folder: string,
 ): [string, string[]] {
   const col = bytewise(kindOf(on), column);
-  return [`${col} >= ? AND ${col} < ?`, [`${folder}/`, `${folder}0`]];
+  return [`${col} >= ? AND ${col} < ?`, subtreeBounds(folder)];
 }
 
 /** marks is `?, ?, …` for an IN list of n values. */

@@ -25,18 +25,13 @@ export async function failedLoginsFrom(em: EntityManager, ip: string, since: Dat
 
 /**
  * unknownNameFailures gives the times, oldest first, of the failed logins with username_not_found
- * for `nameKey` (a lower-cased username) since `since`, through the logins' index (migration 0008).
+ * for `nameKey` (a lower-cased username) since `since`.
  */
 export async function unknownNameFailures(
   em: EntityManager,
   nameKey: string,
   since: Date,
 ): Promise<number[]> {
-  const rows = await sql<{ when: number | string }>(
-    em,
-    `SELECT "when" FROM actions WHERE action IN ('login', 'failedlogin') AND action = 'failedlogin' ` +
-      `AND failure_type = 'username_not_found' AND "when" > ? AND LOWER(username) = ? ORDER BY "when", id`,
-    [since.getTime(), nameKey],
-  );
+  const rows = await sql<{ when: number | string }>(em, UNKNOWN_NAME_FAILURES, [since.getTime(), nameKey]);
   return rows.map((r) => Number(r.when));
 }

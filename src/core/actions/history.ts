@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import type { EntityManager, SelectQueryBuilder } from 'typeorm';
 import { ACTION_NAMES } from '../../config.ts';
 import { ActionEntity, UserEntity, type ActionRow } from '../../db/entities.ts';
-import { bytewise } from '../../db/sql.ts';
+import { bytewise, subtreeBounds } from '../../db/sql.ts';
 import { requireFullKey, requireSiteAdmin } from '../access/guards.ts';
 import { rightsOn } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
@@ -143,11 +143,11 @@ export class History {
           qb.andWhere("(a.path <> '' OR a.source <> '' OR a.destination <> '')");
           return;
         }
-        // Everything under `a/` sorts from `a/` up to (not including) `a0` ('0' follows '/'):
-        // a range the path indexes can seek, unlike a LIKE or substr test.
+        // The folder itself, or a range of paths inside it (db/sql.ts subtreeBounds).
+        const [below, beyond] = subtreeBounds(folder);
         qb.andWhere(
           this.pathTest((col) => [`${col} = :folder`, `${col} >= :below AND ${col} < :beyond`]),
-          { folder, below: `${folder}/`, beyond: `${folder}0` },
+          { folder, below, beyond },
         );
       },
     });

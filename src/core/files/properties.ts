@@ -5,7 +5,7 @@
  */
 import type { EntityManager } from 'typeorm';
 import { DavPropertyEntity, FileEntity } from '../../db/entities.ts';
-import { bytewise, inside, insideMarked, marks, sql } from '../../db/sql.ts';
+import { bytewise, inside, insideMarked, kindOf, marks, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
 import type { BlobStore } from './blobstore.ts';
@@ -92,13 +92,12 @@ export class Properties {
    */
   async anyInside(session: SessionScope, folder: string): Promise<boolean> {
     const site = joinPath(session.root, folder);
-    const path = bytewise(this.ctx.db.kind, 'path');
-    // Everything inside `a` lies between `a/` and `a0` ('0' follows '/'); inside the root, every path but ''.
-    const [where, params] =
-      site === '' ? [`${path} > ?`, ['']] : [`${path} >= ? AND ${path} < ?`, [`${site}/`, `${site}0`]];
-    const rows = await this.ctx.db.read((em) =>
-      sql(em, `SELECT 1 AS found FROM dav_properties WHERE ${where} LIMIT 1`, params),
-    );
+    const rows = await this.ctx.db.read((em) => {
+      // Inside the root: every path but ''.
+      const [where, params] =
+        site === '' ? [`${bytewise(kindOf(em), 'path')} > ?`, ['']] : insideMarked(em, 'path', site);
+      return sql(em, `SELECT 1 AS found FROM dav_properties WHERE ${where} LIMIT 1`, params);
+    });
     return rows.length > 0;
   }
 
