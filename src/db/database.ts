@@ -258,6 +258,18 @@ export class Database {
   }
 
   /**
+   * one is work for a unit of work that is a single statement, which is atomic by itself: on
+   * PostgreSQL it runs without a transaction around it (one round trip instead of three), unless
+   * `durable: false` needs one to let its commit skip the wait for the disk; on SQLite it is work.
+   */
+  one<T>(fn: (em: EntityManager) => Promise<T>, opts: { durable?: boolean } = {}): Promise<T> {
+    if (this.kind === 'sqlite' || (opts.durable === false && this.durability === 'fsync'))
+      return this.work(fn, opts);
+    // Outside a transaction, afterCommit runs its hooks once the statement has answered.
+    return this.observed('work', () => fn(this.source.manager));
+  }
+
+  /**
    * read runs fn without a transaction of its own (reads, or statements that each stand alone and
    * commit on their own, such as a lease's release); on SQLite it still waits its turn, so it never
    * sees uncommitted rows.

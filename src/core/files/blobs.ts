@@ -34,7 +34,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { In, LessThan, type DataSource, type EntityManager } from 'typeorm';
 import { afterCommit } from '../../db/database.ts';
-import { insideMarked, sql } from '../../db/sql.ts';
+import { insideMarked, kindOf, sql } from '../../db/sql.ts';
 import { BlobGarbageEntity, BlobLeaseEntity, FileEntity } from '../../db/entities.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
@@ -66,6 +66,14 @@ const REFERENCED =
   'EXISTS (SELECT 1 FROM files WHERE blob_id = ?) OR EXISTS (SELECT 1 FROM upload_parts WHERE blob_id = ?) ' +
   'OR EXISTS (SELECT 1 FROM uploads WHERE restart_blob_id = ?) ' +
   'OR EXISTS (SELECT 1 FROM pending_versions WHERE blob_id = ?)';
+
+// A new blob's record: its garbage mark (reclaimed if no commit settles it) and its writer's
+// lease, made together and taken away together by the commit (settle). On PostgreSQL each pair is
+// one statement, a round trip each way fewer for every upload.
+const MARK_NEW = 'INSERT INTO blob_garbage (blob_id, since) VALUES (?, ?)';
+const INSERT_LEASE = 'INSERT INTO blob_leases (id, blob_id, instance, expires_at) VALUES (?, ?, ?, ?)';
+const UNMARK = 'DELETE FROM blob_garbage WHERE blob_id = ?';
+const DROP_LEASE = 'DELETE FROM blob_leases WHERE id = ?';
 
 /**
  * leaseId is a new lease's id, 32 hex digits as its column holds: randomUUID's, without dashes.
@@ -202,12 +210,7 @@ export class Blobs {
 
   private async insertLease(em: EntityManager, blobId: BlobId): Promise<Lease> {
     const lease: Lease = { id: leaseId(), blobId };
-    await sql(em, 'INSERT INTO blob_leases (id, blob_id, instance, expires_at) VALUES (?, ?, ?, ?)', [
-      lease.id,
-      blobId,
-      this.instance,
-      Date.now() + LEASE_TTL_MS,
-    ]);
+    await sql(em, INSERT_LEASE, [lease.id, blobId, this.instance, Date.now() + LEASE_TTL_MS]);
     afterCommit(em, () => this.hold(lease));
     return lease;
   }
@@ -329,10 +332,18 @@ export class Blobs {
     const id = newBlobId();
     // Not synced on its own: the upload's commit, which settles it, syncs it. A power loss before
     // that commit may forget the record and leave the blob's file unreferenced (space, not data).
-    return this.ctx.db.work(
+    return this.ctx.db.one(
       async (em) => {
-        await sql(em, 'INSERT INTO blob_garbage (blob_id, since) VALUES (?, ?)', [id, Date.now()]);
-        return this.insertLease(em, id);
+        const lease: Lease = { id: leaseId(), blobId: id };
+        const values = [lease.id, id, this.instance, Date.now() + LEASE_TTL_MS];
+        if (kindOf(em) === 'postgres')
+          await sql(em, `WITH marked AS (${MARK_NEW}) ${INSERT_LEASE}`, [id, Date.now(), ...values]);
+        else {
+          await sql(em, MARK_NEW, [id, Date.now()]);
+          await sql(em, INSERT_LEASE, values);
+        }
+        afterCommit(em, () => this.hold(lease));
+        return lease;
       },
       { durable: false },
     );
@@ -340,8 +351,12 @@ export class Blobs {
 
   /** settle, in the unit of work that makes a row refer to the new blob, takes its pending mark and lease away. */
   async settle(em: EntityManager, blob: NewBlob): Promise<void> {
-    await sql(em, 'DELETE FROM blob_garbage WHERE blob_id = ?', [blob.blobId]);
-    await sql(em, 'DELETE FROM blob_leases WHERE id = ?', [blob.id]);
+    if (kindOf(em) === 'postgres')
+      await sql(em, `WITH unmarked AS (${UNMARK}) ${DROP_LEASE}`, [blob.blobId, blob.id]);
+    else {
+      await sql(em, UNMARK, [blob.blobId]);
+      await sql(em, DROP_LEASE, [blob.id]);
+    }
     afterCommit(em, () => this.live.delete(blob.id));
   }
 
