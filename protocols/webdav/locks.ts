@@ -4,7 +4,13 @@
  * write (423 when a lock's token is missing), and the lockdiscovery XML. Locks themselves are
  * the core's (core.dav.locks), in the database.
  */
-import { GatewayError, type Core, type DavLock, type FileSession } from '../../src/core/index.ts';
+import {
+  GatewayError,
+  type Core,
+  type DavLock,
+  type FileSession,
+  type LockedError,
+} from '../../src/core/index.ts';
 import { DavCondition } from './errors.ts';
 import { decodePath, etagOf, hrefOf, type DavContext } from './http.ts';
 import { contentNodes, dav, text, type Node } from './xml.ts';
@@ -139,42 +145,24 @@ export async function evaluateIf(ctx: DavContext, core: Core): Promise<Set<strin
   return submittedTokens(lists);
 }
 
-/** Target is a path a write changes; `descendants` when everything below it changes too. */
-export interface Target {
-  path: string;
-  descendants?: boolean;
+/**
+ * checkWrite enforces the If header of a write (RFC 4918 §10.4: it must hold, else 412) and returns
+ * the session to make the change with, carrying the lock tokens the header submitted. Whether a
+ * lock binds the change is the core's rule, applied in the change itself on every front end: its
+ * LockedError becomes 423 with the `lock-token-submitted` condition (lockTokenSubmitted).
+ */
+export async function checkWrite(ctx: DavContext, core: Core): Promise<FileSession> {
+  return ctx.state.session.withLockTokens(await evaluateIf(ctx, core));
 }
 
-/**
- * checkWrite enforces RFC 4918's write rules for a request: the If header must hold, and every
- * lock on a changed path must have its token submitted by its holder (else 423, with the
- * precondition element naming the locked root). It returns the session to make the change with,
- * carrying the submitted tokens.
- */
-export async function checkWrite(ctx: DavContext, core: Core, targets: Target[]): Promise<FileSession> {
-  const submitted = await evaluateIf(ctx, core);
-  const me = ctx.state.principal.user?.id ?? null;
-  const held = (l: DavLock) => submitted.has(l.token) && l.userId === me;
-  for (const t of targets) {
-    const locks = await core.dav.locks.affecting(ctx.state.session, t.path, {
-      descendants: t.descendants ?? false,
-    });
-    const roots = new Map<string, DavLock[]>();
-    for (const l of locks) roots.set(l.path, [...(roots.get(l.path) ?? []), l]);
-    // Each locked root needs one of its tokens: the exclusive lock's, or any of its shared locks'.
-    for (const [root, group] of roots) {
-      if (!group.some(held))
-        throw new DavCondition(
-          423,
-          'lock-token-submitted',
-          [dav('href', [text(hrefOf(root, false))])],
-          'The resource is locked',
-        );
-    }
-  }
-  // The core enforces the locks again in the change itself (another front end, or a lock taken
-  // since this check); it needs the tokens this request submitted.
-  return ctx.state.session.withLockTokens(submitted);
+/** lockTokenSubmitted is RFC 4918's 423 for a change refused by a lock, naming the locked root. */
+export function lockTokenSubmitted(err: LockedError): DavCondition {
+  return new DavCondition(
+    423,
+    'lock-token-submitted',
+    [dav('href', [text(hrefOf(err.lockRoot, false))])],
+    err.message,
+  );
 }
 
 /** activeLock is the DAV:activelock element of a lock. */

@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type https from 'node:https';
 import Koa from 'koa';
-import { GatewayError, type Core, type FrontEnd } from '../../src/core/index.ts';
+import { GatewayError, LockedError, type Core, type FrontEnd } from '../../src/core/index.ts';
 import { LogThrottle } from '../../src/log.ts';
 import { closeHttps, createHttpsServer, holdSession, listen } from '../shared/listener.ts';
 import { httpAccess, noteError } from '../shared/observe.ts';
@@ -21,6 +21,7 @@ import { acceptProxyProtocol, forwardedFor } from '../shared/proxy.ts';
 import { retryAfter } from '../shared/retry.ts';
 import { authenticate, basicCredentials } from './auth.ts';
 import { DavCondition, statusOf } from './errors.ts';
+import { lockTokenSubmitted } from './locks.ts';
 import { decodePath, type DavContext, type DavState, type Method } from './http.ts';
 import { copy } from './methods/copy.ts';
 import { del } from './methods/delete.ts';
@@ -93,7 +94,8 @@ export function buildApp(core: Core): Koa<DavState> {
   app.use(async (ctx, next) => {
     try {
       await next();
-    } catch (err) {
+    } catch (thrown) {
+      let err = thrown;
       // A client that went away gets nothing; what it sent is already discarded by the core.
       if (ctx.res.headersSent || ctx.req.socket.destroyed) {
         if (!(err instanceof GatewayError))
@@ -104,6 +106,11 @@ export function buildApp(core: Core): Koa<DavState> {
         }
         ctx.res.destroy();
         return;
+      }
+      // A lock's refusal comes from the core, which applies the rule on every front end.
+      if (err instanceof LockedError) {
+        noteError(ctx.res, err.type);
+        err = lockTokenSubmitted(err);
       }
       if (err instanceof DavCondition) {
         ctx.status = err.status;

@@ -266,6 +266,23 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * LockedError is `processing-failure/file-locked` from a WebDAV lock whose token the request did
+ * not submit: `lockRoot` is the locked resource as the client sees it ('' for its root, or a lock
+ * above it), which WebDAV names in its `lock-token-submitted` condition (RFC 4918 §16).
+ */
+export class LockedError extends GatewayError {
+  constructor(
+    readonly lockRoot: string,
+    until: Date,
+  ) {
+    super(
+      'processing-failure/file-locked',
+      `/${lockRoot} is locked by a WebDAV lock until ${until.toISOString()}`,
+    );
+  }
+}
+
 /** modelSaveError builds a `processing-failure/model-save-error` from field → message pairs. */
 export function modelSaveError(
   fields: Record<string, string[]>,

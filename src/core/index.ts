@@ -37,6 +37,7 @@ import { Connections } from './connections/connections.ts';
 
 export {
   GatewayError,
+  LockedError,
   errorTypes,
   errorTitle,
   type ErrorFamily,

@@ -4,7 +4,7 @@
  * for a replaced one.
  */
 import { GatewayError, type Core } from '../../../src/core/index.ts';
-import { checkWrite, type Target } from '../locks.ts';
+import { checkWrite } from '../locks.ts';
 import { depthOf, destinationOf, overwriteOf, statOrNull, type Method } from '../http.ts';
 
 /** relocate answers COPY or MOVE. */
@@ -25,9 +25,7 @@ export function relocate(kind: 'copy' | 'move'): Method {
     const replaced = (await statOrNull(ctx, dest)) !== null;
     if (replaced && !overwrite)
       throw new GatewayError('processing-failure/destination-exists', `${ctx.get('Destination')} exists`);
-    const targets: Target[] = [{ path: dest, descendants: true }];
-    if (kind === 'move') targets.unshift({ path, descendants: true });
-    const session = await checkWrite(ctx, core, targets);
+    const session = await checkWrite(ctx, core);
     if (kind === 'copy' && depth === '0' && source.type === 'directory') {
       // A shallow copy of a folder is an empty folder of the same name.
       if (replaced) await session.remove(dest, { recursive: true });

@@ -14,7 +14,7 @@ export const del: Method = async (ctx, core: Core) => {
       'bad-request/request-params-invalid',
       'DELETE of a folder takes Depth: infinity only',
     );
-  const session = await checkWrite(ctx, core, [{ path, descendants: true }]);
+  const session = await checkWrite(ctx, core);
   await session.remove(path, { recursive: true });
   ctx.body = null;
   ctx.status = 204;

@@ -12,7 +12,7 @@ export const mkcol: Method = async (ctx, core: Core) => {
     throw new GatewayError('bad-request/unsupported-media-type', 'MKCOL takes no request body');
   }
   const { path } = ctx.state;
-  const session = await checkWrite(ctx, core, [{ path }]);
+  const session = await checkWrite(ctx, core);
   try {
     await session.mkdir(path);
   } catch (err) {

@@ -58,7 +58,7 @@ export const proppatch: Method = async (ctx, core: Core) => {
     );
   const { path } = ctx.state;
   const entry = await ctx.state.session.stat(path);
-  const session = await checkWrite(ctx, core, [{ path }]);
+  const session = await checkWrite(ctx, core);
   const changes: PropertyChange[] = [];
   const names: { ns: string; name: string; failed?: number }[] = [];
   let mtime: Date | null = null;

@@ -35,7 +35,7 @@ export const put: Method = async (ctx, core: Core) => {
     throw new GatewayError('bad-request/method-not-allowed', 'A folder cannot be written');
   }
   preconditions(ctx, existing, false);
-  const writer = await checkWrite(ctx, core, [{ path }]);
+  const writer = await checkWrite(ctx, core);
   const abort = new AbortController();
   const onClose = () => {
     if (!ctx.req.complete) abort.abort();

@@ -11,7 +11,7 @@ import { DavLockEntity, type DavLockRow } from '../../db/entities.ts';
 import { inside, marks, rowOf, sql } from '../../db/sql.ts';
 import { requireCapability } from '../access/rights.ts';
 import type { CoreContext } from '../context.ts';
-import { GatewayError } from '../errors.ts';
+import { GatewayError, LockedError } from '../errors.ts';
 import { ancestorsOf, isInside } from '../paths.ts';
 import { isSiteAdmin, type Principal } from '../principal.ts';
 import type { SessionScope } from './scope.ts';
@@ -113,10 +113,7 @@ export async function requireUnlocked(
   for (const [root, group] of roots) {
     if (group.some((l) => tokens.has(l.token) && l.user_id === me)) continue;
     const until = group.reduce((t, l) => (l.expires_at > t ? l.expires_at : t), now);
-    throw new GatewayError(
-      'processing-failure/file-locked',
-      `/${opts.show(root)} is locked by a WebDAV lock until ${until.toISOString()}`,
-    );
+    throw new LockedError(opts.show(root), until);
   }
 }
 

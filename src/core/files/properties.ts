@@ -11,7 +11,7 @@ import type { CoreContext } from '../context.ts';
 import type { BlobStore } from './blobstore.ts';
 import { GatewayError } from '../errors.ts';
 import { joinPath } from '../paths.ts';
-import { deleteLocksUnder } from './locks.ts';
+import { deleteLocksUnder, requireUnlocked } from './locks.ts';
 import { getRow, inSubtree } from './namespace.ts';
 import { ownerOf, pendingBytes } from './pending.ts';
 import type { SessionScope } from './scope.ts';
@@ -124,7 +124,7 @@ export class Properties {
 
   /**
    * patch applies PROPPATCH's changes in order, all or none, to an existing file or folder; it
-   * needs write permission.
+   * needs write permission, and a WebDAV lock on the path binds it as it binds any write.
    */
   async patch(session: SessionScope, path: string, changes: PropertyChange[]): Promise<void> {
     for (const c of changes) {
@@ -136,6 +136,9 @@ export class Properties {
     const site = session.site(path);
     await this.ctx.db.work(async (em) => {
       await requireCapability(em, session.principal, 'write', site);
+      await requireUnlocked(em, session.principal, session.lockTokens, site, {
+        show: (s) => session.visible(s),
+      });
       if (!(await getRow(em, site)))
         throw new GatewayError('not-found/file-not-found', `/${session.visible(site)} does not exist`);
       for (const c of changes) {

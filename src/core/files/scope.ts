@@ -13,4 +13,6 @@ export interface SessionScope {
   site(path: string): string;
   /** visible maps a site path back to the client's view */
   visible(site: string): string;
+  /** WebDAV lock tokens the request submitted (none on the other front ends) */
+  readonly lockTokens: ReadonlySet<string>;
 }

@@ -43,8 +43,6 @@ export interface WriteScope extends SessionScope {
   readonly ctx: CoreContext;
   readonly store: BlobStore;
   readonly blobs: Blobs;
-  /** WebDAV lock tokens the request submitted (none on the other front ends) */
-  readonly lockTokens: ReadonlySet<string>;
 }
 
 /** BlobFacts describe a finished blob's content. */

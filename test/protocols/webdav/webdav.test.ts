@@ -363,6 +363,51 @@ describe(`WebDAV front end (${dbKind})`, () => {
       expect((await f.dav('PUT', '/locked.txt', { body: 'v3' })).status).to.equal(204);
     });
 
+    it("answers every write under a folder's lock with 423 naming the folder (lock-token-submitted), changing nothing", async () => {
+      await f.dav('MKCOL', '/held');
+      await f.dav('PUT', '/held/a.txt', { body: 'a' });
+      await f.dav('PUT', '/free.txt', { body: 'free' });
+      const l = await f.dav('LOCK', '/held', {
+        headers: { Timeout: 'Second-600', Depth: 'infinity' },
+        body: lockBody(),
+      });
+      expect(l.status).to.equal(200);
+      const token = /^<(.+)>$/.exec(String(l.headers['lock-token']))![1]!;
+      const patch =
+        '<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:x"><D:set><D:prop>' +
+        '<Z:color>red</Z:color></D:prop></D:set></D:propertyupdate>';
+      const refused = [
+        await f.dav('PUT', '/held/a.txt', { body: 'changed' }),
+        await f.dav('PUT', '/held/new.txt', { body: 'new' }),
+        await f.dav('MKCOL', '/held/sub'),
+        await f.dav('PROPPATCH', '/held/a.txt', { body: patch }),
+        await f.dav('DELETE', '/held/a.txt'),
+        await f.dav('DELETE', '/held'),
+        await f.dav('MOVE', '/held/a.txt', { headers: { Destination: '/moved.txt' } }),
+        await f.dav('COPY', '/free.txt', { headers: { Destination: '/held/free.txt' } }),
+      ];
+      for (const r of refused) {
+        expect(r.status, r.text).to.equal(423);
+        expect(r.text).to.match(/<D:lock-token-submitted><D:href>\/held<\/D:href><\/D:lock-token-submitted>/);
+      }
+      const listing = await f.dav('PROPFIND', '/held', { headers: { Depth: '1' } });
+      expect(listing.text).to.include('/held/a.txt').and.not.include('new.txt').and.not.include('/held/sub');
+      expect(listing.text).not.to.include('free.txt');
+      expect((await f.dav('GET', '/held/a.txt')).text).to.equal('a');
+      expect((await f.dav('GET', '/moved.txt')).status).to.equal(404);
+      const props = await f.dav('PROPFIND', '/held/a.txt', { headers: { Depth: '0' } });
+      expect(props.text).not.to.include('red');
+      // With the token the same writes go through.
+      const If = `(<${token}>)`;
+      expect((await f.dav('PUT', '/held/a.txt', { body: 'changed', headers: { If } })).status).to.equal(204);
+      expect((await f.dav('PROPPATCH', '/held/a.txt', { body: patch, headers: { If } })).status).to.equal(
+        207,
+      );
+      expect((await f.dav('UNLOCK', '/held', { headers: { 'Lock-Token': `<${token}>` } })).status).to.equal(
+        204,
+      );
+    });
+
     it('rejects malformed If headers with 400 and unmet ones with 412', async () => {
       for (const h of ['(<urn:x', 'garbage', '()', '<http://x/a>']) {
         expect((await f.dav('PUT', '/locked.txt', { body: 'x', headers: { If: h } })).status, h).to.equal(

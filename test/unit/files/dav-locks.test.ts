@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { operatorPrincipal } from '../../../src/core/index.ts';
+import { LockedError, operatorPrincipal } from '../../../src/core/index.ts';
 import { dbKind, openTestCore, type TestCore } from '../../helpers/gateway.ts';
 
 describe(`WebDAV locks under simultaneous requests (${dbKind})`, () => {
@@ -39,5 +39,24 @@ describe(`WebDAV locks under simultaneous requests (${dbKind})`, () => {
     const below = await t.core.dav.locks.affecting(session, '', { descendants: true });
     expect(below.map((l) => l.path)).to.include.members(['deep/inside.txt', 'contended.txt']);
     expect(await t.core.dav.locks.affecting(session, '')).to.deep.equal([]);
+  });
+  it('binds dead properties too: a PROPPATCH without the token is refused in the core, naming the lock root', async () => {
+    const session = t.core.files.session(operatorPrincipal());
+    await session.mkdir('props');
+    await session.mkdir('props/in');
+    const lock = await t.core.dav.locks.lock(session, 'props', {
+      scope: 'exclusive',
+      depth: 'infinity',
+      owner: '',
+      timeoutSeconds: 60,
+    });
+    const change = [{ op: 'set' as const, namespace: 'urn:x', name: 'color', value: 'red' }];
+    const err = await t.core.dav.properties.patch(session, 'props/in', change).catch((e: unknown) => e);
+    expect(err).to.be.instanceOf(LockedError);
+    expect((err as LockedError).lockRoot).to.equal('props');
+    expect((await t.core.dav.properties.getMany(session, ['props/in'])).get('props/in')).to.deep.equal([]);
+    await t.core.dav.properties.patch(session.withLockTokens(new Set([lock.token])), 'props/in', change);
+    const props = (await t.core.dav.properties.getMany(session, ['props/in'])).get('props/in');
+    expect(props).to.deep.equal([{ namespace: 'urn:x', name: 'color', value: 'red' }]);
   });
 });
