@@ -11,9 +11,9 @@
  * the client's modification time in unix seconds: the core commits the file with it, and the
  * reply says `X-OC-Mtime: accepted` so rclone does not try to set it again.
  */
-import { GatewayError, type Core } from '../../../src/core/index.ts';
+import { GatewayError, type Core, type Entry } from '../../../src/core/index.ts';
 import { checkWrite } from '../locks.ts';
-import { etagOf, statOrNull, unixTimeOf, type Method } from '../http.ts';
+import { etagOf, unixTimeOf, type Method } from '../http.ts';
 import { allowOn } from './options.ts';
 import { preconditions } from './get.ts';
 
@@ -25,29 +25,32 @@ export const put: Method = async (ctx, core: Core) => {
   if (expected && !/^\d+$/.test(expected))
     throw new GatewayError('bad-request/request-params-invalid', 'X-Expected-Entity-Length must be a number');
   const mtime = mtimeHeader(ctx.get('X-OC-Mtime'));
-  // A writeonly user may not see whether the file exists: written as new (201) then.
-  const existing = await statOrNull(ctx, path).catch((err: unknown) => {
-    if (err instanceof GatewayError && err.family === 'not-authorized') return null;
-    throw err;
-  });
-  if (existing?.type === 'directory') {
-    ctx.state.allow = allowOn('directory');
-    throw new GatewayError('bad-request/method-not-allowed', 'A folder cannot be written');
-  }
-  preconditions(ctx, existing, false);
   const writer = await checkWrite(ctx, core);
   const abort = new AbortController();
   const onClose = () => {
     if (!ctx.req.complete) abort.abort();
   };
   ctx.req.once('close', onClose);
+  // What is at the path comes from the upload's own look before the body (a writeonly user may
+  // not learn whether the file exists: written as new, 201, then).
+  let existing: Entry | null = null;
   let entry;
   try {
     entry = await writer.write(path, ctx.req, {
       signal: abort.signal,
       ...(mtime ? { mtime } : {}),
       ...(range && range.start > 0 ? { offset: range.start, resume: true } : {}),
+      before: (seen) => {
+        existing = seen;
+        preconditions(ctx, seen, false);
+      },
     });
+  } catch (err) {
+    if (err instanceof GatewayError && err.type === 'processing-failure/destination-exists') {
+      ctx.state.allow = allowOn('directory');
+      throw new GatewayError('bad-request/method-not-allowed', 'A folder cannot be written');
+    }
+    throw err;
   } finally {
     ctx.req.off('close', onClose);
   }

@@ -60,6 +60,11 @@ export interface WriteOptions extends SendOptions {
   append?: boolean;
   /** `offset` must be the size of the user's pending version, which the body continues (WebDAV Content-Range) */
   resume?: boolean;
+  /**
+   * before hears the path as it was when the upload was opened (WriteHandle.before: as stat shows
+   * it, null when absent or not listable), before a byte is read; throwing refuses the upload.
+   */
+  before?: (entry: Entry | null) => void;
 }
 
 /** Download is an opened file: its entry and a stream of the requested bytes. */
@@ -565,6 +570,13 @@ export class FileSession {
         ...(opts.resume ? { resume: true } : {}),
       });
     } catch (err) {
+      body.resume();
+      throw err;
+    }
+    try {
+      opts.before?.(handle.before);
+    } catch (err) {
+      await handle.abort();
       body.resume();
       throw err;
     }

@@ -19,7 +19,7 @@ import { finished, PassThrough, Readable } from 'node:stream';
 import type { EntityManager } from 'typeorm';
 import type { FileRow } from '../../db/entities.ts';
 import { sql } from '../../db/sql.ts';
-import { requireCapability } from '../access/rights.ts';
+import { requireCapability, requireIn, rightsOn, type Capability } from '../access/rights.ts';
 import { recordAction } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
 import { GatewayError, isStorageFull } from '../errors.ts';
@@ -28,7 +28,14 @@ import { isMultipartStore, type BlobStore, type MultipartBlobStore, type Uploade
 import { markGarbage, type Blobs, type NewBlob } from './blobs.ts';
 import { requireUnlocked } from './locks.ts';
 import { getRow, getRows, mustBeFolder, toEntry, type Entry } from './namespace.ts';
-import { dropPending, ownerOf, pendingAt, recordPending, type PendingVersionRow } from './pending.ts';
+import {
+  dropPending,
+  ownerOf,
+  pendingAt,
+  pendingEntry,
+  recordPending,
+  type PendingVersionRow,
+} from './pending.ts';
 import type { SessionScope } from './scope.ts';
 import { changeTree } from './tree.ts';
 import { Hasher, type Digest } from './checksum.ts';
@@ -97,10 +104,14 @@ export class WriteHandle {
     opts: { offset?: number; append?: boolean; resume?: boolean } = {},
   ): Promise<WriteHandle> {
     const site = scope.site(path);
-    const { existing, pending } = await scope.ctx.db.read(async (em) => ({
-      existing: await WriteHandle.check(scope, em, site),
-      pending: await pendingAt(em, ownerOf(scope.principal), site),
-    }));
+    const { existing, pending, mayList } = await scope.ctx.db.read(async (em) => {
+      const caps = await rightsOn(em, scope.principal, site);
+      return {
+        existing: await WriteHandle.check(scope, em, site, caps),
+        pending: await pendingAt(em, ownerOf(scope.principal), site),
+        mayList: caps.has('list'),
+      };
+    });
     const size = pending?.size ?? existing?.size ?? 0;
     const keep = opts.append ? size : (opts.offset ?? 0);
     // `resume` (WebDAV Content-Range) continues the user's pending version exactly where it ends.
@@ -117,15 +128,36 @@ export class WriteHandle {
         `The offset ${keep} is beyond the file's ${size} bytes`,
       );
     const base = keep > 0 ? (pending ? pending.blob_id : existing!.blob_id) : null;
-    return new WriteHandle(scope, site, existing, keep, pending, base);
+    const handle = new WriteHandle(scope, site, existing, keep, pending, base);
+    // What stat would have answered, read in the same look (a WebDAV PUT's preconditions and its
+    // 201 or 204 need it): a user who may not list the path does not learn whether it exists.
+    const visible = scope.visible(site);
+    if (mayList)
+      handle.before = pending ? pendingEntry(pending, visible) : existing && toEntry(existing, visible);
+    return handle;
   }
 
-  /** check runs open's checks of `site` in a unit of work and returns the row there. */
-  private static async check(scope: WriteScope, em: EntityManager, site: string): Promise<FileRow | null> {
+  /**
+   * before is the path as the opener saw it when the handle was opened, as stat shows it (their
+   * pending version, if they have one): null when nothing is there, or when they may not list it.
+   */
+  before: Entry | null = null;
+
+  /**
+   * check runs open's checks of `site` in a unit of work and returns the row there; `caps`, when
+   * given, are the principal's rights on it, read already.
+   */
+  private static async check(
+    scope: WriteScope,
+    em: EntityManager,
+    site: string,
+    caps?: ReadonlySet<Capability>,
+  ): Promise<FileRow | null> {
     const show = (s: string) => scope.visible(s);
     if (site === scope.root)
       throw new GatewayError('bad-request/invalid-path', 'The root folder is not a file');
-    await requireCapability(em, scope.principal, 'write', site, show);
+    if (caps) requireIn(caps, 'write', site, show);
+    else await requireCapability(em, scope.principal, 'write', site, show);
     await requireUnlocked(em, scope.principal, scope.lockTokens, site, { show });
     const parent = parentOf(site);
     const rows = await getRows(em, [parent, site]);

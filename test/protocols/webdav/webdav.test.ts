@@ -6,6 +6,7 @@ import { operatorPrincipal } from '../../../src/core/index.ts';
 import { dbKind } from '../../helpers/gateway.ts';
 import { hrefs, lockBody, propfindBody, startDav, type DavFixture } from './fixture.ts';
 import { dbOf } from '../../helpers/internals.ts';
+import { queriesDuring } from '../../helpers/plans.ts';
 
 describe(`WebDAV front end (${dbKind})`, () => {
   let f: DavFixture;
@@ -406,6 +407,21 @@ describe(`WebDAV front end (${dbKind})`, () => {
       expect((await f.dav('UNLOCK', '/held', { headers: { 'Lock-Token': `<${token}>` } })).status).to.equal(
         204,
       );
+    });
+
+    it("a PUT reads the file's row, its locks and the user's cut upload once before the body, not once per check", async () => {
+      await f.dav('PUT', '/counted-warm.txt', { body: 'warm' });
+      const statements = await queriesDuring(f.gw.core, async () => {
+        expect((await f.dav('PUT', '/counted.txt', { body: 'new' })).status).to.equal(201);
+      });
+      const count = (re: RegExp) => statements.filter((s) => re.test(s.query)).length;
+      // Once before the body (the upload's open), once in its commit, which checks again.
+      expect(count(/FROM "?files"? .*WHERE .*path/i), 'files').to.equal(2);
+      expect(count(/FROM "?dav_locks"?/i), 'dav_locks').to.equal(2);
+      expect(count(/SELECT .*FROM "?pending_versions"?/i), 'pending_versions').to.equal(1);
+      // The new blob's record and its removal at the commit: one statement each on PostgreSQL.
+      const blobRecord = count(/^(WITH .*)?(INSERT INTO|DELETE FROM) "?blob_(leases|garbage)"?/i);
+      expect(blobRecord).to.equal(dbKind === 'postgres' ? 2 : 4);
     });
 
     it('rejects malformed If headers with 400 and unmet ones with 412', async () => {
