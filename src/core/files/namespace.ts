@@ -79,6 +79,20 @@ export async function getRow(em: EntityManager, path: string): Promise<FileRow |
   return row ? fileRow(row) : null;
 }
 
+/**
+ * setMtimeOf sets the modification time of the row at a site path (not the root) and returns the
+ * row as it now is, or null when there is none: one statement where a read and an UPDATE were two
+ * (lftp's mirror, rclone and `sftp put -p` set the time of every file they upload).
+ */
+export async function setMtimeOf(em: EntityManager, path: string, mtime: Date): Promise<FileRow | null> {
+  const [row] = await sql<RawFileRow>(
+    em,
+    `UPDATE files SET mtime = ? WHERE path = ? RETURNING ${FILE_COLUMNS}`,
+    [mtime.getTime(), path],
+  );
+  return row ? fileRow(row) : null;
+}
+
 /** getRows finds the rows of several site paths in one query ('' is the root); a missing path has none. */
 export async function getRows(em: EntityManager, paths: readonly string[]): Promise<Map<string, FileRow>> {
   const out = new Map<string, FileRow>();

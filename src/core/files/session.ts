@@ -8,7 +8,6 @@ import { join as pathJoin } from 'node:path';
 import type { EntityManager } from 'typeorm';
 import type { Readable } from 'node:stream';
 import type { FileRow } from '../../db/entities.ts';
-import { sql } from '../../db/sql.ts';
 import { requireCapability, rightsOn, type Capability } from '../access/rights.ts';
 import { recordAction, type ActionName } from '../actions/record.ts';
 import type { CoreContext } from '../context.ts';
@@ -29,6 +28,7 @@ import {
   listRows,
   moveTree,
   requireFolder,
+  setMtimeOf,
   toEntry,
   type Entry,
   type ListOptions,
@@ -409,14 +409,9 @@ export class FileSession {
     return changeTree(this.ctx, { changes: [site] }, async (em) => {
       await requireCapability(em, this.principal, 'write', site, this.show);
       await this.unlocked(em, site);
-      const row = await getRow(em, site);
-      if (!row || site === '')
-        throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
-      // Hand-written: TypeORM writes this UPDATE with the values in its text, so each call was a
-      // new statement to prepare, and its cache of 100 then dropped the hot ones (lftp's mirror
-      // sets every file's time after its upload: 1 in 3 statements was prepared again).
-      await sql(em, 'UPDATE files SET mtime = ? WHERE id = ?', [mtime.getTime(), row.id]);
-      return toEntry({ ...row, mtime }, this.visible(site));
+      const row = site === '' ? null : await setMtimeOf(em, site, mtime);
+      if (!row) throw new GatewayError('not-found/file-not-found', `/${this.visible(site)} does not exist`);
+      return toEntry(row, this.visible(site));
     });
   }
 
