@@ -1,8 +1,8 @@
 /**
  * The protocol side of locking: the `If` header (RFC 4918 §10.4) parsed and evaluated against
- * the resources' ETags and the locks the core holds, lock-token submission enforced on every
- * write (423 when a lock's token is missing), and the lockdiscovery XML. Locks themselves are
- * the core's (core.dav.locks), in the database.
+ * the resources' ETags and the locks the core holds, the tokens it submits handed to the core,
+ * the 423 of a write a lock refused (lock-token-submitted), and the lockdiscovery XML. Locks, and
+ * the rule of which write a lock binds, are the core's (core.dav.locks, in the database).
  */
 import {
   GatewayError,
