@@ -133,7 +133,7 @@ export class WriteHandle {
     // 201 or 204 need it): a user who may not list the path does not learn whether it exists.
     const visible = scope.visible(site);
     if (mayList)
-      handle.before = pending ? pendingEntry(pending, visible) : existing && toEntry(existing, visible);
+      handle.seen = pending ? pendingEntry(pending, visible) : existing && toEntry(existing, visible);
     return handle;
   }
 
@@ -141,7 +141,10 @@ export class WriteHandle {
    * before is the path as the opener saw it when the handle was opened, as stat shows it (their
    * pending version, if they have one): null when nothing is there, or when they may not list it.
    */
-  before: Entry | null = null;
+  get before(): Entry | null {
+    return this.seen;
+  }
+  private seen: Entry | null = null;
 
   /**
    * check runs open's checks of `site` in a unit of work and returns the row there; `caps`, when
