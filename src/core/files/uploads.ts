@@ -257,7 +257,11 @@ export class Uploads {
       throw new GatewayError('not-found/file-upload-not-found', 'This upload no longer exists');
     if (this.carries(upload) && claims.n === 1) return this.receiveCarried(upload, body, length, signal);
     const hasher = new Hasher();
-    // Listened to before the first await: a body that fails meanwhile must not be unhandled.
+    // Listened to before the first await: a body that fails meanwhile must not be unhandled, and
+    // neither may the hasher's error it passes on: until the store has the hasher, an 'error' on it
+    // with no listener stopped the process (a browser closed while a part's record was being made).
+    // The failure reaches this caller through the store's put, or the check before it.
+    hasher.on('error', () => undefined);
     body.once('error', (err) => hasher.destroy(err));
     const blob = await this.blobs.create();
     const blobId = blob.blobId;
@@ -284,6 +288,9 @@ export class Uploads {
     }
     let failure: unknown = null;
     try {
+      // A body that failed or was cut while the records were made: the store would wait for it forever.
+      if (body.destroyed || hasher.destroyed)
+        throw body.errored ?? hasher.errored ?? new Error('The body ended before it was read');
       await this.store.put(blobId, body.pipe(hasher), signal ? { signal } : {});
       if (hasher.bytes !== length)
         failure = new GatewayError(
@@ -358,6 +365,8 @@ export class Uploads {
       });
     });
     const counter = new ByteCounter();
+    // The body reaches the counter only after the kept bytes: its error must not be unhandled there.
+    counter.on('error', () => undefined);
     body.once('error', (err) => counter.destroy(err));
     const kept = () =>
       this.blobs.open(upload.restart_blob_id!, { range: { start: 0, end: upload.restart - 1 } });

@@ -55,4 +55,24 @@ describe('the write pipeline when the body fails', () => {
     });
     await failsWholly(handle, source, 'cut-late.bin');
   });
+  it('a part upload whose body fails while its record is being made: receivePart rejects, the process goes on', async () => {
+    // The web interface's parts go to the gateway's signed URL (local store); a browser closed at
+    // that moment stopped the whole gateway (an unhandled error on the part's hasher).
+    const upload = await t.core.files.uploads.start(session(), 'part-cut.bin');
+    const token = upload.upload_uri.slice(upload.upload_uri.lastIndexOf('/') + 1);
+    const body = new Readable({ read() {} });
+    const received = t.core.files.uploads.receivePart(token, body, 100_000).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    // Cut as soon as receivePart listens to the body, while its first records are being made.
+    while (body.listenerCount('error') === 0) await new Promise((r) => setImmediate(r));
+    body.destroy(reset());
+    expect(await received, 'receivePart must reject').to.be.instanceOf(Error);
+    expect(
+      await session()
+        .stat('part-cut.bin')
+        .catch(() => null),
+    ).to.equal(null);
+  });
 });
