@@ -208,9 +208,17 @@ export class Blobs {
     return this.insertLease(em, blobId);
   }
 
-  private async insertLease(em: EntityManager, blobId: BlobId): Promise<Lease> {
+  /** insertLease leases `blobId`, with `markNew` also marking it garbage until a commit settles it (create). */
+  private async insertLease(em: EntityManager, blobId: BlobId, markNew = false): Promise<Lease> {
     const lease: Lease = { id: leaseId(), blobId };
-    await sql(em, INSERT_LEASE, [lease.id, blobId, this.instance, Date.now() + LEASE_TTL_MS]);
+    const values = [lease.id, blobId, this.instance, Date.now() + LEASE_TTL_MS];
+    if (!markNew) await sql(em, INSERT_LEASE, values);
+    else if (kindOf(em) === 'postgres')
+      await sql(em, `WITH marked AS (${MARK_NEW}) ${INSERT_LEASE}`, [blobId, Date.now(), ...values]);
+    else {
+      await sql(em, MARK_NEW, [blobId, Date.now()]);
+      await sql(em, INSERT_LEASE, values);
+    }
     afterCommit(em, () => this.hold(lease));
     return lease;
   }
@@ -332,21 +340,7 @@ export class Blobs {
     const id = newBlobId();
     // Not synced on its own: the upload's commit, which settles it, syncs it. A power loss before
     // that commit may forget the record and leave the blob's file unreferenced (space, not data).
-    return this.ctx.db.one(
-      async (em) => {
-        const lease: Lease = { id: leaseId(), blobId: id };
-        const values = [lease.id, id, this.instance, Date.now() + LEASE_TTL_MS];
-        if (kindOf(em) === 'postgres')
-          await sql(em, `WITH marked AS (${MARK_NEW}) ${INSERT_LEASE}`, [id, Date.now(), ...values]);
-        else {
-          await sql(em, MARK_NEW, [id, Date.now()]);
-          await sql(em, INSERT_LEASE, values);
-        }
-        afterCommit(em, () => this.hold(lease));
-        return lease;
-      },
-      { durable: false },
-    );
+    return this.ctx.db.one((em) => this.insertLease(em, id, true), { durable: false });
   }
 
   /** settle, in the unit of work that makes a row refer to the new blob, takes its pending mark and lease away. */
