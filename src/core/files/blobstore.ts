@@ -70,6 +70,12 @@ export interface BlobStore {
   adopt?(id: BlobId, file: string): Promise<{ size: number }>;
 
   /**
+   * adoptSyncs (optional) says that adopt makes the file durable (the local store at `fsync`), so
+   * the writer of a file it will adopt starts its disk writes as the bytes arrive (writebehind.ts).
+   */
+  readonly adoptSyncs?: boolean;
+
+  /**
    * freeBytes (optional) is how many more bytes the store can take, when it knows (the local
    * store: the free space of its file system); a store without a limit it can tell has none.
    */

@@ -6,7 +6,7 @@
  * upload leaves the old content. Adapters see only writeAt/truncate/commit/abort.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { closeSync, createReadStream, fsync, ftruncate, read, writev, writevSync } from 'node:fs';
+import { closeSync, createReadStream, fdatasync, fsync, ftruncate, read, writev, writevSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +18,7 @@ import { Folders } from './folders.ts';
 import { SpareFiles } from './spares.ts';
 import type { Entry } from './namespace.ts';
 import type { WriteHandle } from './write.ts';
+import { WriteBehind } from './writebehind.ts';
 
 /**
  * STALE_STAGING_MS is how long a temporary file of unknown writer (named before writers were
@@ -195,6 +196,7 @@ const writevAt = promisify(writev);
 const readAt = promisify(read);
 const truncateFd = promisify(ftruncate);
 const syncFd = promisify(fsync);
+const datasyncFd = promisify(fdatasync);
 
 /**
  * StagingFile is a staging file's descriptor. The file is made ahead (spares.ts) and closed on the
@@ -237,6 +239,10 @@ class StagingFile {
 
   sync(): Promise<void> {
     return this.pooled(() => syncFd(this.fd));
+  }
+
+  datasync(): Promise<void> {
+    return this.pooled(() => datasyncFd(this.fd));
   }
 
   /** close closes the descriptor once the calls in the pool are done; it rejects with close(2)'s error. */
@@ -287,6 +293,9 @@ export class StagedWrite {
   // The bytes of the user's pending version this write started from, while nothing changed them:
   // object storage then keeps them as parts and only what follows is uploaded at the commit.
   private pendingKept = 0;
+  // When the store will sync the staged file as it adopts it (local, `fsync`), the disk writes
+  // start while the bytes arrive (writebehind.ts).
+  private behind: WriteBehind | null = null;
 
   private constructor(
     private readonly handle: WriteHandle,
@@ -320,6 +329,7 @@ export class StagedWrite {
       throw handle.noteFull(classifyStorageError(err));
     }
     const staged = new StagedWrite(handle, file, fh, 0);
+    if (handle.adoptSyncs) staged.behind = new WriteBehind(() => fh.datasync());
     try {
       if (current)
         for await (const chunk of current as AsyncIterable<Buffer>) await staged.writeAt(staged.size, chunk);
@@ -367,6 +377,7 @@ export class StagedWrite {
       throw this.classify(err);
     }
     this.size = Math.max(this.size, offset + length);
+    this.behind?.written(this.size);
     this.dirty = true;
     this.written(offset, offset + length);
     // The hashing worker lagging holds the writer back, as the disk does.
@@ -496,6 +507,9 @@ export class StagedWrite {
     // Whether the staged file became the blob (renamed into the store): nothing is left to delete.
     let moved = false;
     try {
+      await this.behind?.settle().catch((err: unknown) => {
+        throw this.classify(err);
+      });
       await this.fh.close();
       const mtime = this.mtime ? { mtime: this.mtime } : {};
       // A resume that only added bytes after the pending version's: on object storage those are

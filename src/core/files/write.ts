@@ -323,6 +323,11 @@ export class WriteHandle {
     return true;
   }
 
+  /** adoptSyncs tells whether putFile's store syncs the file it adopts (writebehind.ts). */
+  get adoptSyncs(): boolean {
+    return this.scope.store.adoptSyncs === true;
+  }
+
   /** putFile makes the local file `file`, whose facts are known, the handle's new blob (store.adopt). */
   async putFile(file: string, facts: Omit<BlobFacts, 'size'>): Promise<boolean> {
     this.live();

@@ -224,6 +224,51 @@ await close();
     },
   );
 
+  it('fsync: a big upload is written to disk while it arrives (stream and staged write); os: never', function () {
+    this.timeout(120_000);
+    const helpers = path.resolve('test/helpers/gateway.ts');
+    const core = path.resolve('src/core/index.ts');
+    const syncsFor = (durability: 'fsync' | 'os') =>
+      syncsUnderStrace(
+        () => `import { Readable } from 'node:stream';
+import { openTestCore } from ${JSON.stringify(helpers)};
+import { operatorPrincipal } from ${JSON.stringify(core)};
+const { core, close } = await openTestCore({ storage: { durability: '${durability}' } });
+const files = core.files.session(operatorPrincipal());
+const MiB = Buffer.alloc(1024 * 1024, 7);
+// 100 MiB streamed (FTP STOR, WebDAV PUT, a REST part), then 100 MiB of SFTP-style WRITEs.
+await files.write('streamed.bin', Readable.from((function* () { for (let i = 0; i < 100; i++) yield MiB; })()));
+const staged = await files.stage('staged.bin', { truncate: true });
+for (let i = 0; i < 100; i++) await staged.writeAt(i * MiB.length, MiB);
+await staged.commit();
+await close();
+// Under tsx a MessagePort stays referenced after a staged write of this size; the gateway itself
+// ends with process.exit.
+process.exit(0);
+`,
+      ).filter((l) => !/\((main|checkpoint)\)$/.test(l));
+    const fsync = syncsFor('fsync');
+    const all = fsync.join('\n');
+    // The bytes' syncs (one at a time, every 32 MiB) come before the blob's own fsync at the end:
+    // that fsync then finds little left to write.
+    const early = (file: RegExp) => fsync.filter((l) => /fdatasync\(/.test(l) && file.test(l));
+    const streamed = early(/\.partial>/);
+    const stagedSyncs = early(/\/staging\//);
+    expect(streamed.length, all).to.be.within(2, 3);
+    expect(stagedSyncs.length, all).to.be.within(2, 3);
+    const blobSyncs = fsync
+      .map((l, i) => ({ l, i }))
+      .filter(({ l }) => /fsync\(\d+<[^>]*\/blobs\/[0-9a-f]{2}\/[0-9a-f]{32}>/.test(l));
+    expect(blobSyncs, all).to.have.length(2);
+    expect(fsync.indexOf(streamed.at(-1)!), all).to.be.below(blobSyncs[0]!.i);
+    expect(fsync.indexOf(stagedSyncs.at(-1)!), all).to.be.below(blobSyncs[1]!.i);
+    // At os nothing of the files is synced.
+    expect(
+      syncsFor('os').filter((l) => /\/(blobs|staging)\//.test(l)),
+      'syncs at os',
+    ).to.deep.equal([]);
+  });
+
   it('an unknown value is refused by name', async () => {
     let error: unknown;
     try {

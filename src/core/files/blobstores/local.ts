@@ -9,6 +9,7 @@ import {
   constants,
   createReadStream,
   createWriteStream,
+  fdatasync,
   fsync,
   openSync,
   readSync,
@@ -33,6 +34,7 @@ import {
 } from '../blobstore.ts';
 import { Folders } from '../folders.ts';
 import { SpareFiles } from '../spares.ts';
+import { WriteBehind } from '../writebehind.ts';
 import { OWNER, sweepStale, type Abandoned } from '../staging.ts';
 
 /**
@@ -81,6 +83,10 @@ export class LocalBlobStore implements BlobStore {
     }
   }
 
+  get adoptSyncs(): boolean {
+    return this.durability === 'fsync';
+  }
+
   private file(id: BlobId): string {
     if (!isBlobId(id)) throw new Error(`invalid blob id ${id}`);
     return path.join(this.root, id.slice(0, 2), id);
@@ -96,6 +102,8 @@ export class LocalBlobStore implements BlobStore {
     // reported by the pipeline, which sees the destroyed stream, not thrown as an unhandled event.
     const early = () => undefined;
     body.on('error', early);
+    // At `fsync`, a big blob's disk writes start while its bytes arrive (writebehind.ts).
+    const behind = this.durability === 'fsync' ? syncBehind(partial) : null;
     try {
       // A small file (most of a mirror of small files) is gathered and written in one call, not
       // streamed: a stream's setup costs more than the write (issue 13, per-file cost).
@@ -110,14 +118,19 @@ export class LocalBlobStore implements BlobStore {
         // flight and queued chunks go out in one writev; 30-50% faster uploads (files.bench.ts).
         const out = createWriteStream(partial, { flags: 'wx', highWaterMark: 1024 * 1024 });
         for (const chunk of head.chunks) out.write(chunk);
-        await pipeline(body, out, opts.signal ? { signal: opts.signal } : {});
+        const piped = pipeline(body, out, opts.signal ? { signal: opts.signal } : {});
+        // After the pipe's own listener: a 'data' listener added before it would take chunks from it.
+        if (behind) body.on('data', () => behind.written(out.bytesWritten));
+        await piped;
         size = out.bytesWritten;
+        await behind?.close();
       }
       await rename(partial, final);
       await this.durable(final);
       return { size };
     } catch (err) {
       body.destroy();
+      await behind?.close().catch(() => undefined);
       await rm(partial, { force: true });
       // A full disk (ENOSPC, EDQUOT) is the core's insufficient-storage, not a bug.
       throw classifyStorageError(err);
@@ -280,6 +293,28 @@ export class LocalBlobStore implements BlobStore {
 const SMALL = 64 * 1024;
 
 const fsyncFd = promisify(fsync);
+const fdatasyncFd = promisify(fdatasync);
+
+/**
+ * syncBehind is the WriteBehind of a big blob's partial file: its syncs go through a descriptor of
+ * their own, opened at the first, so the write stream's close never races one; `close` waits for
+ * them, closes it, and rejects with a failed sync's error (again when called again).
+ */
+function syncBehind(file: string): { written: (upto: number) => void; close: () => Promise<void> } {
+  let fd: number | null = null;
+  const behind = new WriteBehind(async () => fdatasyncFd((fd ??= openSync(file, 'r'))));
+  return {
+    written: (upto) => behind.written(upto),
+    close: async () => {
+      try {
+        await behind.settle();
+      } finally {
+        if (fd !== null) closeSync(fd);
+        fd = null;
+      }
+    },
+  };
+}
 
 /**
  * readSmall reads `length` bytes (at most SMALL) of a blob at `start` with plain system calls on

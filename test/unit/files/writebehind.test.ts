@@ -1,0 +1,66 @@
+/**
+ * WriteBehind (a big upload's disk writes started while it arrives, at `fsync`): one sync at a
+ * time, every WRITE_BEHIND bytes, and a failed sync fails the upload. The syncs the kernel sees for
+ * real uploads are counted in test/unit/db/durability.test.ts.
+ */
+import { expect } from 'chai';
+import { WRITE_BEHIND, WriteBehind } from '../../../src/core/files/writebehind.ts';
+
+/** syncs is a sync function whose calls wait until the test settles them. */
+function syncs() {
+  const calls: { resolve: () => void; reject: (err: Error) => void }[] = [];
+  const sync = () => new Promise<void>((resolve, reject) => calls.push({ resolve, reject }));
+  return { calls, sync };
+}
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('WriteBehind', () => {
+  it('syncs once WRITE_BEHIND bytes wait, one sync at a time', async () => {
+    const { calls, sync } = syncs();
+    const behind = new WriteBehind(sync);
+    behind.written(WRITE_BEHIND - 1);
+    expect(calls).to.have.length(0);
+    behind.written(WRITE_BEHIND);
+    expect(calls).to.have.length(1);
+    // More bytes while it runs: no second sync beside it.
+    behind.written(3 * WRITE_BEHIND);
+    expect(calls).to.have.length(1);
+    calls[0]!.resolve();
+    await tick();
+    // What came since the first sync began is past the mark: the next one starts.
+    behind.written(3 * WRITE_BEHIND);
+    expect(calls).to.have.length(2);
+    calls[1]!.resolve();
+    await behind.settle();
+    // Nothing new since: no sync.
+    behind.written(3 * WRITE_BEHIND + 1);
+    expect(calls).to.have.length(2);
+  });
+
+  it('a failed sync fails the upload at settle, and no sync follows it', async () => {
+    const { calls, sync } = syncs();
+    const behind = new WriteBehind(sync);
+    behind.written(WRITE_BEHIND);
+    calls[0]!.reject(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+    await tick();
+    behind.written(4 * WRITE_BEHIND);
+    expect(calls).to.have.length(1);
+    let failure: unknown;
+    await behind.settle().catch((err: unknown) => (failure = err));
+    expect((failure as { code?: string }).code).to.equal('EIO');
+  });
+
+  it('settle waits for the sync in flight', async () => {
+    const { calls, sync } = syncs();
+    const behind = new WriteBehind(sync);
+    behind.written(WRITE_BEHIND);
+    let settled = false;
+    const waiting = behind.settle().then(() => (settled = true));
+    await tick();
+    expect(settled).to.equal(false);
+    calls[0]!.resolve();
+    await waiting;
+    expect(settled).to.equal(true);
+  });
+});
