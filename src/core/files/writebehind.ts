@@ -11,6 +11,14 @@
 /** WRITE_BEHIND is how many bytes may wait in the page cache before a sync starts. */
 export const WRITE_BEHIND = 32 * 1024 * 1024;
 
+/**
+ * MAX_SYNCING is how many of these syncs may run at once in the process: each holds one of the
+ * thread pool's four threads while the disk writes, and reads for downloads, small uploads and
+ * their syncs need the others. An upload that finds them taken syncs at its next chunk instead.
+ */
+export const MAX_SYNCING = 2;
+let syncing = 0;
+
 export class WriteBehind {
   private synced = 0;
   private inFlight: Promise<void> | null = null;
@@ -22,12 +30,16 @@ export class WriteBehind {
   /** written tells how far the file is written; a sync starts when WRITE_BEHIND bytes wait. */
   written(upto: number): void {
     if (this.inFlight || this.failure !== null || upto - this.synced < WRITE_BEHIND) return;
+    if (syncing >= MAX_SYNCING) return;
+    syncing++;
     this.inFlight = this.sync().then(
       () => {
+        syncing--;
         this.synced = upto;
         this.inFlight = null;
       },
       (err: unknown) => {
+        syncing--;
         this.failure = err;
         this.inFlight = null;
       },

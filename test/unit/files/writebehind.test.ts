@@ -4,7 +4,7 @@
  * real uploads are counted in test/unit/db/durability.test.ts.
  */
 import { expect } from 'chai';
-import { WRITE_BEHIND, WriteBehind } from '../../../src/core/files/writebehind.ts';
+import { MAX_SYNCING, WRITE_BEHIND, WriteBehind } from '../../../src/core/files/writebehind.ts';
 
 /** syncs is a sync function whose calls wait until the test settles them. */
 function syncs() {
@@ -49,6 +49,20 @@ describe('WriteBehind', () => {
     let failure: unknown;
     await behind.settle().catch((err: unknown) => (failure = err));
     expect((failure as { code?: string }).code).to.equal('EIO');
+  });
+
+  it(`at most ${MAX_SYNCING} syncs run at once in the process, leaving the thread pool's other threads`, async () => {
+    const { calls, sync } = syncs();
+    const uploads = Array.from({ length: MAX_SYNCING + 1 }, () => new WriteBehind(sync));
+    for (const u of uploads) u.written(WRITE_BEHIND);
+    expect(calls).to.have.length(MAX_SYNCING);
+    // The last one syncs at its next chunk once one has finished.
+    calls[0]!.resolve();
+    await tick();
+    uploads.at(-1)!.written(WRITE_BEHIND + 1);
+    expect(calls).to.have.length(MAX_SYNCING + 1);
+    for (const c of calls.slice(1)) c.resolve();
+    await Promise.all(uploads.map((u) => u.settle()));
   });
 
   it('settle waits for the sync in flight', async () => {
