@@ -32,7 +32,8 @@ export class WriteBehind {
     if (this.inFlight || this.failure !== null || upto - this.synced < WRITE_BEHIND) return;
     if (syncing >= MAX_SYNCING) return;
     syncing++;
-    this.inFlight = this.sync().then(
+    // A sync that throws at once counts as a failed one (and gives its place back).
+    this.inFlight = new Promise<void>((resolve) => resolve(this.sync())).then(
       () => {
         syncing--;
         this.synced = upto;

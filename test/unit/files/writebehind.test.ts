@@ -65,6 +65,23 @@ describe('WriteBehind', () => {
     await Promise.all(uploads.map((u) => u.settle()));
   });
 
+  it('a sync that throws at once fails the upload and gives its place back', async () => {
+    const behind = new WriteBehind(() => {
+      throw Object.assign(new Error('EBADF: bad file descriptor, fdatasync'), { code: 'EBADF' });
+    });
+    expect(() => behind.written(WRITE_BEHIND)).to.not.throw();
+    let failure: unknown;
+    await behind.settle().catch((err: unknown) => (failure = err));
+    expect((failure as { code?: string }).code).to.equal('EBADF');
+    // Every place is free again: as many uploads as the limit all sync at once.
+    const { calls, sync } = syncs();
+    const others = Array.from({ length: MAX_SYNCING }, () => new WriteBehind(sync));
+    for (const o of others) o.written(WRITE_BEHIND);
+    expect(calls).to.have.length(MAX_SYNCING);
+    for (const c of calls) c.resolve();
+    await Promise.all(others.map((o) => o.settle()));
+  });
+
   it('settle waits for the sync in flight', async () => {
     const { calls, sync } = syncs();
     const behind = new WriteBehind(sync);
