@@ -48,10 +48,17 @@ export interface Transfer {
   command: string;
   path: string;
   bytes: number;
+  /** measure counts the bytes instead of `bytes` when their destination counts them (a download) */
+  measure?: () => number;
   /** the id of the command that started it */
   requestId?: string;
   controller: AbortController;
   done: Promise<void>;
+}
+
+/** transferBytes is how many bytes `t` has moved so far. */
+export function transferBytes(t: Transfer): number {
+  return t.measure?.() ?? t.bytes;
 }
 
 /** Command is one FTP command's handler and when it may run. */
@@ -362,7 +369,9 @@ export class FtpConnection {
     let failed: { error: string | undefined } | null = null;
     const way = transferDirection[command];
     const live =
-      way && this.presence ? liveTransfer(this.presence, `/${path}`, way, () => transfer.bytes) : null;
+      way && this.presence
+        ? liveTransfer(this.presence, `/${path}`, way, () => transferBytes(transfer))
+        : null;
     transfer.done = (async () => {
       try {
         await work(transfer);
@@ -383,7 +392,7 @@ export class FtpConnection {
           transferred(this.core, this.log, 'ftp', {
             direction,
             path: `/${path}`,
-            bytes: transfer.bytes,
+            bytes: transferBytes(transfer),
             started,
             ok: failed === null,
             request_id: transfer.requestId,

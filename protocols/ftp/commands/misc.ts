@@ -2,7 +2,7 @@
  * The rest: FEAT, OPTS, SYST, STAT, NOOP, TYPE, MODE, STRU, HASH/XMD5/XCRC (from the md5 and
  * crc32 the core stored while the file was written), HELP, ALLO and CLNT.
  */
-import type { Command, FtpConnection } from '../connection.ts';
+import { transferBytes, type Command, type FtpConnection } from '../connection.ts';
 import { ReplyError } from '../errors.ts';
 import { commands } from './index.ts';
 import { lsLine } from './listing.ts';
@@ -108,7 +108,7 @@ export const miscCommands: Record<string, Command> = {
           'svc-gateway FTP server status:',
           `Logged in as ${c.principal?.user?.username ?? '?'}`,
           `TLS on control: ${c.tls ? 'yes' : 'no'}; data protection: ${c.protectData ? 'P' : 'C'}`,
-          t ? `${t.command} /${t.path}: ${t.bytes} bytes transferred` : 'No transfer in progress',
+          t ? `${t.command} /${t.path}: ${transferBytes(t)} bytes transferred` : 'No transfer in progress',
           'End of status',
         ]);
       }

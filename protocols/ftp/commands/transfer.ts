@@ -80,7 +80,13 @@ function retr(): Command {
               throw err;
             });
             t.bytes += whole.length;
-          } else await pipeline(download.stream, counter(t), socket, { signal: t.controller.signal });
+          } else {
+            // Straight into the socket, which counts the bytes: the core's stream then sends
+            // through buffers it reuses (a Transform between would take each buffer as its own).
+            const before = socket.bytesWritten;
+            t.measure = () => socket.bytesWritten - before;
+            await pipeline(download.stream, socket, { signal: t.controller.signal });
+          }
           c.reply(226, 'Transfer complete');
         } finally {
           download.stream.destroy();

@@ -11,6 +11,7 @@ import {
   createWriteStream,
   fdatasync,
   fsync,
+  open as openCb,
   openSync,
   readSync,
   renameSync,
@@ -18,7 +19,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { access, open, rename, rm, stat, statfs, unlink } from 'node:fs/promises';
+import { access, rename, rm, stat, statfs, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
@@ -33,6 +34,7 @@ import {
   type ByteRange,
 } from '../blobstore.ts';
 import { Folders } from '../folders.ts';
+import { BlobFileStream } from './blobfile.ts';
 import { SpareFiles } from '../spares.ts';
 import { WriteBehind } from '../writebehind.ts';
 import { OWNER, sweepStale, type Abandoned } from '../staging.ts';
@@ -209,7 +211,6 @@ export class LocalBlobStore implements BlobStore {
     } catch (err) {
       // Another filesystem (blobs elsewhere than the staging dir): copy instead.
       if ((err as { code?: string }).code !== 'EXDEV') throw err;
-      const { createReadStream } = await import('node:fs');
       const size = await this.put(id, createReadStream(file));
       await rm(file, { force: true });
       return size;
@@ -229,17 +230,11 @@ export class LocalBlobStore implements BlobStore {
     // Opened now, not when the stream first reads: the descriptor is what holds the bytes.
     let fd;
     try {
-      fd = await open(this.file(id), 'r');
+      fd = await openFd(this.file(id), 'r');
     } catch {
       throw new BlobNotFound(id);
     }
-    return createReadStream('', {
-      fd,
-      ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
-      ...(opts.signal ? { signal: opts.signal } : {}),
-      // A buffer is allocated per read: no bigger than what is left to read.
-      highWaterMark: Math.max(1, Math.min(256 * 1024, length)),
-    });
+    return new BlobFileStream(fd, range?.start ?? 0, range?.end ?? Infinity, opts.signal);
   }
 
   async probe(): Promise<void> {
@@ -293,6 +288,8 @@ export class LocalBlobStore implements BlobStore {
 const SMALL = 64 * 1024;
 
 const fsyncFd = promisify(fsync);
+// A bare descriptor, not a FileHandle: the stream closes it (a FileHandle would close it again when collected).
+const openFd = promisify(openCb);
 const fdatasyncFd = promisify(fdatasync);
 
 /**

@@ -1,0 +1,163 @@
+/**
+ * BlobFileStream reads an open blob file (a range of it) for a download. Read as any stream, it
+ * hands out a new buffer per read, as fs.ReadStream does. Piped straight into a socket, an HTTP
+ * response or a file, it sends the bytes through a few buffers it reuses instead: a 1 GiB download
+ * read into 4,096 new 256 KiB buffers made V8 run 30-40 full collections of its old generation on
+ * a running gateway (the buffers still in flight at a young collection are promoted, and their
+ * memory starts the old generation's), and an FTP RETR took 1.5-2.2 s instead of 0.6-0.9 s.
+ *
+ * A buffer is reused once the destination's write callback has run: a socket (TLS too: it
+ * encrypts a chunk as it is written), an HTTP response and a file write stream hold a chunk only
+ * until then. Any other destination (a Transform, a PassThrough: they pass the chunk itself on)
+ * gets Readable's own pipe.
+ */
+import { close, read, WriteStream } from 'node:fs';
+import { Readable, type Writable } from 'node:stream';
+
+/** CHUNK is the size of one read. */
+const CHUNK = 256 * 1024;
+/** KEPT is how many spare buffers the process keeps between downloads (2 MiB). */
+const KEPT = 8;
+const spare: Buffer[] = [];
+
+function takeBuffer(): Buffer {
+  return spare.pop() ?? Buffer.allocUnsafeSlow(CHUNK);
+}
+
+function giveBack(buf: Buffer): void {
+  if (spare.length < KEPT) spare.push(buf);
+}
+
+function readAt(fd: number, buf: Buffer, length: number, position: number): Promise<number> {
+  return new Promise((resolve, reject) =>
+    read(fd, buf, 0, length, position, (err, n) => (err ? reject(err) : resolve(n))),
+  );
+}
+
+/**
+ * releasesOnCallback tells whether `dest` holds a written chunk only until its write callback: a
+ * file write stream, a socket (net or TLS) or an HTTP response. The last two are told by their own
+ * API (setNoDelay; writeHead beside a socket), as the core imports no network module (STYLE.md §2).
+ */
+function releasesOnCallback(dest: unknown): dest is Writable {
+  if (dest instanceof WriteStream) return true;
+  const d = dest as { setNoDelay?: unknown; writeHead?: unknown; socket?: unknown };
+  return typeof d.setNoDelay === 'function' || (typeof d.writeHead === 'function' && d.socket != null);
+}
+
+/** BlobFileStream is a blob file's bytes from `start` to `end` (inclusive; Infinity: to its end). */
+export class BlobFileStream extends Readable {
+  private pos: number;
+  /** the read in flight: the descriptor is closed only once it is done */
+  private reading: Promise<unknown> | null = null;
+  private pumping = false;
+
+  constructor(
+    private readonly fd: number,
+    start: number,
+    private readonly end: number,
+    signal?: AbortSignal,
+  ) {
+    // A buffer is allocated per read: no bigger than what is left to read.
+    super({ highWaterMark: Math.max(1, Math.min(CHUNK, end - start + 1)), ...(signal ? { signal } : {}) });
+    this.pos = start;
+  }
+
+  private left(): number {
+    return this.end - this.pos + 1;
+  }
+
+  override _read(size: number): void {
+    const want = Math.min(size, this.left());
+    if (want <= 0) {
+      this.push(null);
+      return;
+    }
+    const buf = Buffer.allocUnsafeSlow(want);
+    this.reading = readAt(this.fd, buf, want, this.pos).then(
+      (n) => {
+        this.reading = null;
+        if (this.destroyed) return;
+        this.pos += n;
+        this.push(n === 0 ? null : n === want ? buf : buf.subarray(0, n));
+      },
+      (err: Error) => {
+        this.reading = null;
+        this.destroy(err);
+      },
+    );
+  }
+
+  override pipe<T extends NodeJS.WritableStream>(dest: T, opts?: { end?: boolean }): T {
+    // Only a stream nobody has read from yet: what a read took is in Readable's buffer.
+    if (
+      this.pumping ||
+      !releasesOnCallback(dest) ||
+      this.readableFlowing !== null ||
+      this.readableLength > 0 ||
+      this.listenerCount('data') > 0
+    )
+      return super.pipe(dest, opts);
+    this.pumping = true;
+    dest.emit('pipe', this);
+    void this.pump(dest, opts?.end !== false);
+    return dest;
+  }
+
+  /**
+   * pump writes the bytes into `dest` through reused buffers, waiting for its drain. A destination
+   * that closes or fails first ends the stream too (Readable's pipe would only unpipe and keep the
+   * descriptor open); its owner (a pipeline, Koa) reports that.
+   */
+  private async pump(dest: Writable, end: boolean): Promise<void> {
+    let wake: (() => void) | null = null;
+    const stopped = () => wake?.();
+    dest.on('close', stopped);
+    dest.on('error', stopped);
+    this.on('close', stopped);
+    try {
+      while (!this.destroyed && !dest.destroyed && this.left() > 0) {
+        const buf = takeBuffer();
+        const reading = readAt(this.fd, buf, Math.min(CHUNK, this.left()), this.pos);
+        this.reading = reading;
+        const n = await reading.finally(() => (this.reading = null));
+        if (n === 0 || this.destroyed || dest.destroyed) {
+          giveBack(buf);
+          break;
+        }
+        this.pos += n;
+        const more = dest.write(n === buf.length ? buf : buf.subarray(0, n), () => giveBack(buf));
+        if (!more && !dest.destroyed && !this.destroyed) {
+          let drained = () => {};
+          await new Promise<void>((resolve) => {
+            wake = drained = resolve;
+            dest.once('drain', resolve);
+          });
+          dest.off('drain', drained);
+          wake = null;
+        }
+      }
+      if (this.destroyed) return;
+      if (dest.destroyed) {
+        this.destroy();
+        return;
+      }
+      if (end) dest.end();
+      // The stream's end, as a read to the end gives it ('end', then 'close' with autoDestroy).
+      this.push(null);
+      this.resume();
+    } catch (err) {
+      this.destroy(err as Error);
+    } finally {
+      dest.off('close', stopped);
+      dest.off('error', stopped);
+      this.off('close', stopped);
+    }
+  }
+
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    const closeFd = () => close(this.fd, (closeErr) => callback(err ?? closeErr));
+    if (this.reading) void this.reading.then(closeFd, closeFd);
+    else closeFd();
+  }
+}
