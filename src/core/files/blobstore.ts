@@ -70,6 +70,18 @@ export interface BlobStore {
   adopt?(id: BlobId, file: string): Promise<{ size: number }>;
 
   /**
+   * join (optional) writes blob `id` from `sources` opened in turn, in order, handing every piece
+   * to `observe` before it is stored (and waiting on the promise it may return); `observe` must
+   * not keep a piece. Resolves once the blob is durable, as put; a failure leaves no blob.
+   */
+  join?(
+    id: BlobId,
+    sources: (() => Promise<Readable>)[],
+    observe: (chunk: Buffer) => Promise<void> | undefined,
+    opts?: { signal?: AbortSignal },
+  ): Promise<{ size: number }>;
+
+  /**
    * adoptSyncs (optional) says that adopt makes the file durable (the local store at `fsync`), so
    * the writer of a file it will adopt starts its disk writes as the bytes arrive (writebehind.ts).
    */

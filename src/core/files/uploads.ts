@@ -497,7 +497,7 @@ export class Uploads {
             this.blobs.open(row.restart_blob_id!, { range: { start: 0, end: row.restart - 1 } }),
           );
         for (const part of parts) sources.push(() => this.blobs.open(part.blob_id));
-        await handle.put(concat(sources));
+        await handle.join(sources);
       }
       return await handle.commit({
         within: (em) =>

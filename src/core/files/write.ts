@@ -38,7 +38,7 @@ import {
 } from './pending.ts';
 import type { SessionScope } from './scope.ts';
 import { changeTree } from './tree.ts';
-import { Hasher, type Digest } from './checksum.ts';
+import { Checksum, Hasher, type Digest } from './checksum.ts';
 import { concat } from './transfers.ts';
 import { MAX_PART, MIN_PART } from './uploads.ts';
 
@@ -241,6 +241,34 @@ export class WriteHandle {
     await this.release();
     this.owned = blob;
     this.content = { blobId: blob.blobId, size: hasher.bytes, ...digest };
+  }
+
+  /**
+   * join makes the handle's new blob from `sources` in order (REST `action=end`: the kept bytes,
+   * then the parts), hashing them. A store that can join (the local one) reads and writes them
+   * through reused buffers; any other gets them as one stream through put.
+   */
+  async join(sources: (() => Promise<Readable>)[]): Promise<void> {
+    const store = this.scope.store;
+    if (!store.join) return this.put(concat(sources));
+    this.live();
+    const blob = await this.scope.blobs.create().catch((err: unknown) => {
+      throw this.noteFull(err);
+    });
+    const sum = new Checksum();
+    let digest: Digest;
+    let size: number;
+    try {
+      ({ size } = await store.join(blob.blobId, sources, (chunk) => sum.update(chunk)));
+      digest = await sum.digest();
+    } catch (err) {
+      sum.discard();
+      await this.scope.blobs.discard(blob.blobId, blob);
+      throw this.noteFull(err);
+    }
+    await this.release();
+    this.owned = blob;
+    this.content = { blobId: blob.blobId, size, ...digest };
   }
 
   /**

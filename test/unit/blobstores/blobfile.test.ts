@@ -170,3 +170,77 @@ describe('blob store: a local blob piped into a socket, a response or a file', (
     expect(md5(got)).to.equal(md5(bytes));
   });
 });
+
+describe('blob store: LocalBlobStore.join (REST action=end)', () => {
+  let root: string;
+  let store: LocalBlobStore;
+  const a = randomBytes(3 * 1024 * 1024 + 17);
+  const b = randomBytes(5 * 1024 * 1024 + 1);
+  const ids = { a: randomUUID(), b: randomUUID() };
+  before(async () => {
+    root = await mkdtemp(path.join(os.tmpdir(), 'svc-blobjoin-'));
+    store = new LocalBlobStore(root);
+    await store.put(ids.a, Readable.from([a]));
+    await store.put(ids.b, Readable.from([b]));
+  });
+  after(async () => {
+    await store.close();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('writes a range of one blob and two whole blobs in order, every piece seen first, through reused buffers', async () => {
+    const id = randomUUID();
+    const seen = createHash('md5');
+    const memory = new Set<ArrayBufferLike>();
+    const { size } = await store.join(
+      id,
+      [
+        () => store.get(ids.a, { range: { start: 0, end: 1_000_000 } }),
+        () => store.get(ids.b),
+        () => store.get(ids.a),
+      ],
+      (chunk) => {
+        seen.update(chunk);
+        memory.add(chunk.buffer);
+        return undefined;
+      },
+    );
+    const want = Buffer.concat([a.subarray(0, 1_000_001), b, a]);
+    expect(size).to.equal(want.length);
+    expect(seen.digest('hex')).to.equal(md5(want));
+    const chunks: Buffer[] = [];
+    for await (const chunk of await store.get(id)) chunks.push(chunk as Buffer);
+    expect(md5(Buffer.concat(chunks))).to.equal(md5(want));
+    // 48 pieces of 256 KiB through two buffers (and the spares kept between streams).
+    expect(memory.size).to.be.within(2, 10);
+  });
+
+  it('leaves no blob and no partial file when the hashing fails or a source is gone', async () => {
+    const failing = randomUUID();
+    let calls = 0;
+    const err = await store
+      .join(failing, [() => store.get(ids.b), () => store.get(ids.a)], () => {
+        if (++calls === 3) return Promise.reject(new Error('hashing failed'));
+        return undefined;
+      })
+      .then(
+        () => null,
+        (e: Error) => e,
+      );
+    expect(err?.message).to.equal('hashing failed');
+    expect(await store.size(failing)).to.equal(null);
+
+    const missing = randomUUID();
+    const gone = await store
+      .join(missing, [() => store.get(ids.a), () => store.get(randomUUID())], () => undefined)
+      .then(
+        () => null,
+        (e: Error) => e,
+      );
+    expect(gone).to.be.an('error');
+    expect(await store.size(missing)).to.equal(null);
+    const { readdir } = await import('node:fs/promises');
+    const left = (await readdir(root, { recursive: true })).filter((n) => String(n).endsWith('.partial'));
+    expect(left).to.deep.equal([]);
+  });
+});

@@ -254,8 +254,10 @@ process.exit(0);
     const early = (file: RegExp) => fsync.filter((l) => /fdatasync\(/.test(l) && file.test(l));
     const streamed = early(/\.partial>/);
     const stagedSyncs = early(/\/staging\//);
-    expect(streamed.length, all).to.be.within(2, 3);
-    expect(stagedSyncs.length, all).to.be.within(2, 3);
+    // One per 32 MiB at most; fewer when a sync outlasts the next 32 MiB (a busy disk: the next
+    // sync then covers both), but at least one while the bytes arrive.
+    expect(streamed.length, all).to.be.within(1, 3);
+    expect(stagedSyncs.length, all).to.be.within(1, 3);
     const blobSyncs = fsync
       .map((l, i) => ({ l, i }))
       .filter(({ l }) => /fsync\(\d+<[^>]*\/blobs\/[0-9a-f]{2}\/[0-9a-f]{32}>/.test(l));

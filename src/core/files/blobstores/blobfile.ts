@@ -20,6 +20,7 @@ const CHUNK = 256 * 1024;
 const KEPT = 8;
 const spare: Buffer[] = [];
 
+/** takeBuffer gives a CHUNK-sized buffer: a spare one if there is one. */
 function takeBuffer(): Buffer {
   return spare.pop() ?? Buffer.allocUnsafeSlow(CHUNK);
 }
@@ -153,6 +154,54 @@ export class BlobFileStream extends Readable {
       dest.off('error', stopped);
       this.off('close', stopped);
     }
+  }
+
+  /**
+   * each hands the bytes to `consume` in order through two reused buffers (the next piece is read
+   * while `consume` works on this one), and ends the stream. `consume` must be done with a piece
+   * when its promise resolves. For a stream nobody has read from; fails as `consume` or a read does.
+   */
+  async each(consume: (chunk: Buffer) => Promise<void>): Promise<void> {
+    if (this.pumping || this.readableFlowing !== null || this.readableLength > 0)
+      throw new Error('each: the stream was read already');
+    this.pumping = true;
+    const readInto = (buf: Buffer, at: number) => {
+      const reading = readAt(this.fd, buf, Math.min(CHUNK, this.end - at + 1), at);
+      this.reading = reading;
+      return reading;
+    };
+    let buf = takeBuffer();
+    let spareBuf = takeBuffer();
+    try {
+      let next = this.left() > 0 ? readInto(buf, this.pos) : Promise.resolve(0);
+      for (;;) {
+        const n = await next;
+        this.reading = null;
+        if (n === 0 || this.destroyed) break;
+        this.pos += n;
+        const chunk = n === buf.length ? buf : buf.subarray(0, n);
+        next = this.left() > 0 ? readInto(spareBuf, this.pos) : Promise.resolve(0);
+        try {
+          await consume(chunk);
+        } catch (err) {
+          // The read ahead finishes before the descriptor may close (_destroy waits for it).
+          await next.catch(() => undefined);
+          throw err;
+        }
+        [buf, spareBuf] = [spareBuf, buf];
+      }
+      if (this.destroyed) throw this.errored ?? new Error('the download was closed');
+    } catch (err) {
+      this.reading = null;
+      // Reported by each's promise, not as the stream's 'error' too (nobody need listen to it).
+      this.destroy();
+      throw err;
+    } finally {
+      giveBack(buf);
+      giveBack(spareBuf);
+    }
+    this.push(null);
+    this.resume();
   }
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {

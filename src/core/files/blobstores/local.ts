@@ -11,7 +11,9 @@ import {
   createWriteStream,
   fdatasync,
   fsync,
+  close as closeCb,
   open as openCb,
+  write as writeCb,
   openSync,
   readSync,
   renameSync,
@@ -138,6 +140,57 @@ export class LocalBlobStore implements BlobStore {
       throw classifyStorageError(err);
     } finally {
       body.off('error', early);
+    }
+  }
+
+  /**
+   * join writes blob `id` from `sources` in order (REST `action=end`: the kept bytes, then the
+   * parts), handing each piece to `observe` (the hashing, which copies it) before writing it with
+   * a descriptor of its own. A local blob's pieces come through two reused buffers
+   * (BlobFileStream.each): a 1 GiB join through a stream took a new 256 KiB buffer per read, and
+   * V8's collections of them cost about a third of the join's time. Durable as put.
+   */
+  async join(
+    id: BlobId,
+    sources: (() => Promise<Readable>)[],
+    observe: (chunk: Buffer) => Promise<void> | undefined,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ size: number }> {
+    const final = this.file(id);
+    const partial = `${final}.${OWNER}.partial`;
+    const behind = this.durability === 'fsync' ? syncBehind(partial) : null;
+    let fd: number | null = null;
+    let size = 0;
+    const write = async (chunk: Buffer) => {
+      await observe(chunk);
+      for (let at = 0; at < chunk.length;) at += await writeFd(fd!, chunk, at, chunk.length - at, size + at);
+      size += chunk.length;
+      behind?.written(size);
+      opts.signal?.throwIfAborted();
+    };
+    try {
+      await this.folders.make(path.dirname(final), true);
+      fd = await openFd(partial, 'wx');
+      for (const open of sources) {
+        const source = await open();
+        try {
+          if (source instanceof BlobFileStream) await source.each(write);
+          else for await (const chunk of source) await write(chunk as Buffer);
+        } finally {
+          source.destroy();
+        }
+      }
+      await closeFd(fd);
+      fd = null;
+      await behind?.close();
+      await rename(partial, final);
+      await this.durable(final);
+      return { size };
+    } catch (err) {
+      if (fd !== null) await closeFd(fd).catch(() => undefined);
+      await behind?.close().catch(() => undefined);
+      await rm(partial, { force: true });
+      throw classifyStorageError(err);
     }
   }
 
@@ -290,6 +343,12 @@ const SMALL = 64 * 1024;
 const fsyncFd = promisify(fsync);
 // A bare descriptor, not a FileHandle: the stream closes it (a FileHandle would close it again when collected).
 const openFd = promisify(openCb);
+const closeFd = promisify(closeCb);
+/** writeFd writes at a position; it resolves with the bytes written. */
+const writeFd = (fd: number, buf: Buffer, offset: number, length: number, position: number) =>
+  new Promise<number>((resolve, reject) =>
+    writeCb(fd, buf, offset, length, position, (err, n) => (err ? reject(err) : resolve(n))),
+  );
 const fdatasyncFd = promisify(fdatasync);
 
 /**
