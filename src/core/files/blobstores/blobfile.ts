@@ -120,17 +120,27 @@ export class BlobFileStream extends Readable {
     dest.on('close', stopped);
     dest.on('error', stopped);
     this.on('close', stopped);
+    // One read ahead: the next piece is read while the socket takes this one. The loop always
+    // waits for it, so the descriptor never closes under it (_destroy also waits for this.reading).
+    const readNext = (): Promise<{ buf: Buffer; n: number }> | null => {
+      if (this.left() <= 0) return null;
+      const buf = takeBuffer();
+      const reading = readAt(this.fd, buf, Math.min(CHUNK, this.left()), this.pos).then((n) => ({ buf, n }));
+      this.reading = reading;
+      return reading;
+    };
+    let next = readNext();
     try {
-      while (!this.destroyed && !dest.destroyed && this.left() > 0) {
-        const buf = takeBuffer();
-        const reading = readAt(this.fd, buf, Math.min(CHUNK, this.left()), this.pos);
-        this.reading = reading;
-        const n = await reading.finally(() => (this.reading = null));
+      while (next) {
+        const { buf, n } = await next;
+        this.reading = null;
+        next = null;
         if (n === 0 || this.destroyed || dest.destroyed) {
           giveBack(buf);
           break;
         }
         this.pos += n;
+        next = readNext();
         const more = dest.write(n === buf.length ? buf : buf.subarray(0, n), () => giveBack(buf));
         if (!more && !dest.destroyed && !this.destroyed) {
           let drained = () => {};
