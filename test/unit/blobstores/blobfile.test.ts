@@ -6,7 +6,8 @@
  */
 import { expect } from 'chai';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import fs, { createWriteStream } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
@@ -242,5 +243,73 @@ describe('blob store: LocalBlobStore.join (REST action=end)', () => {
     const { readdir } = await import('node:fs/promises');
     const left = (await readdir(root, { recursive: true })).filter((n) => String(n).endsWith('.partial'));
     expect(left).to.deep.equal([]);
+  });
+});
+
+describe('blob store: a read that fails while the next piece is read ahead', () => {
+  let root: string;
+  let store: LocalBlobStore;
+  const id = randomUUID();
+  const realRead = fs.read;
+  before(async () => {
+    root = await mkdtemp(path.join(os.tmpdir(), 'svc-blobfail-'));
+    store = new LocalBlobStore(root);
+    await store.put(id, Readable.from([randomBytes(4 * 1024 * 1024)]));
+  });
+  after(async () => {
+    await store.close();
+    await rm(root, { recursive: true, force: true });
+  });
+  afterEach(() => {
+    fs.read = realRead;
+    syncBuiltinESMExports();
+  });
+
+  /** failReads makes every read after the first `ok` fail with EIO (a disk error). */
+  function failReads(ok: number): void {
+    let calls = 0;
+    fs.read = ((...args: unknown[]) => {
+      if (++calls <= ok) return (realRead as (...a: unknown[]) => void)(...args);
+      const callback = args.at(-1) as (err: Error) => void;
+      setImmediate(() => callback(Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' })));
+    }) as typeof fs.read;
+    syncBuiltinESMExports();
+  }
+
+  it('fails the download and the join with the disk error, never as an unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown) => unhandled.push(err);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      // A reader that does not read: the pump waits for a drain while its read ahead fails.
+      const { socket, close } = await sink(true);
+      const stream = await store.get(id);
+      failReads(1);
+      const piped = pipeline(stream, socket).then(
+        () => null,
+        (e: Error) => e,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      socket.destroy();
+      close();
+      expect(await piped).to.be.an('error');
+
+      failReads(1);
+      const joined = await store
+        .join(
+          randomUUID(),
+          [() => store.get(id)],
+          () => new Promise<void>((resolve) => setTimeout(resolve, 50)),
+        )
+        .then(
+          () => null,
+          (e: Error) => e,
+        );
+      expect(joined?.message).to.match(/EIO/);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).to.deep.equal([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 });

@@ -126,6 +126,8 @@ export class BlobFileStream extends Readable {
       if (this.left() <= 0) return null;
       const buf = takeBuffer();
       const reading = readAt(this.fd, buf, Math.min(CHUNK, this.left()), this.pos).then((n) => ({ buf, n }));
+      // Handled where the loop awaits it; until then a failed read must not count as unhandled.
+      reading.catch(() => undefined);
       this.reading = reading;
       return reading;
     };
@@ -181,6 +183,8 @@ export class BlobFileStream extends Readable {
     this.pumping = true;
     const readInto = (buf: Buffer, at: number) => {
       const reading = readAt(this.fd, buf, Math.min(CHUNK, this.end - at + 1), at);
+      // Handled where the loop awaits it; until then a failed read must not count as unhandled.
+      reading.catch(() => undefined);
       this.reading = reading;
       return reading;
     };
