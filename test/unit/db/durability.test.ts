@@ -218,9 +218,11 @@ await close();
         syncs.filter((l) => l.endsWith('(checkpoint)')),
         syncs.join('\n'),
       ).to.not.deep.equal([]);
+      // Well below those ~70 MB; on a loaded machine the checkpoint thread lags a little (19 MB
+      // seen with two full test runs side by side), so not the 16 MiB it keeps when idle.
       expect(out.wal)
         .to.be.above(0)
-        .and.below(16 * 1024 * 1024);
+        .and.below(32 * 1024 * 1024);
     },
   );
 
