@@ -32,7 +32,10 @@ function giveBack(buf: Buffer): void {
   if (spare.length < KEPT) spare.push(buf);
 }
 
-/** readAt reads up to `length` bytes at `position` into the start of `buf`; resolves with the count. */
+/**
+ * readAt reads up to `length` bytes at `position` into the start of `buf`; resolves with the count.
+ * It calls fs.read at each read (not a promisified copy made at load), so a test can make reads fail.
+ */
 function readAt(fd: number, buf: Buffer, length: number, position: number): Promise<number> {
   return new Promise((resolve, reject) =>
     read(fd, buf, 0, length, position, (err, n) => (err ? reject(err) : resolve(n))),

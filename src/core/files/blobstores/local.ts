@@ -163,7 +163,8 @@ export class LocalBlobStore implements BlobStore {
     let size = 0;
     const write = async (chunk: Buffer) => {
       await observe(chunk);
-      for (let at = 0; at < chunk.length;) at += await writeFd(fd!, chunk, at, chunk.length - at, size + at);
+      for (let at = 0; at < chunk.length;)
+        at += (await writeFd(fd!, chunk, at, chunk.length - at, size + at)).bytesWritten;
       size += chunk.length;
       behind?.written(size);
       opts.signal?.throwIfAborted();
@@ -344,11 +345,7 @@ const fsyncFd = promisify(fsync);
 // A bare descriptor, not a FileHandle: the stream closes it (a FileHandle would close it again when collected).
 const openFd = promisify(openCb);
 const closeFd = promisify(closeCb);
-/** writeFd writes at a position; it resolves with the bytes written. */
-const writeFd = (fd: number, buf: Buffer, offset: number, length: number, position: number) =>
-  new Promise<number>((resolve, reject) =>
-    writeCb(fd, buf, offset, length, position, (err, n) => (err ? reject(err) : resolve(n))),
-  );
+const writeFd = promisify(writeCb);
 const fdatasyncFd = promisify(fdatasync);
 
 /**
